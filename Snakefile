@@ -1,0 +1,45 @@
+# reprsim: in what sense do differently trained models learn similar representations?
+# Table of contents: config and its validation, one include per stage, and the targets.
+import os
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# The default experiment, unless the user names their own with --configfile
+# (Snakemake would otherwise merge the two, mixing in the default's models).
+if not workflow.overwrite_configfiles:
+    configfile: os.path.join(workflow.basedir, "config/config.yaml")
+
+
+try:
+    from reprsim.config import ConfigError, validate_config
+except ImportError as error:
+    raise WorkflowError(
+        "the reprsim package is not importable by this Snakemake; install it into the same "
+        f"environment (pip install -e .) or use the README's setup command ({error})"
+    )
+try:
+    validate_config(config, os.path.join(workflow.basedir, "config/schema.yaml"))
+except ConfigError as error:
+    raise WorkflowError(str(error))
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/models.smk"
+include: "rules/finetune.smk"
+include: "rules/extract.smk"
+include: "rules/compare.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

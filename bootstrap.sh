@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Set up a local virtual environment (.venv) and run reprsim in it.
+#   ./bootstrap.sh run  [snakemake args]   the default experiment -> results/report/index.html
+#   ./bootstrap.sh test [pytest args]      the test suite
+# PyTorch: an existing installation (CPU or CUDA) is reused; where none is present the
+# CPU build torch==2.13.0 is installed. Set REPRSIM_TORCH_INDEX to a pip index URL that
+# serves CPU wheels if your default index would give you a CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+python=${PYTHON:-python3}
+venv=${REPRSIM_VENV:-.venv}
+torch_version=2.13.0
+
+if [ ! -x "$venv/bin/python" ]; then
+    if "$python" -c "import torch" 2>/dev/null; then
+        echo "bootstrap: reusing the PyTorch already installed for $python"
+        "$python" -m venv --system-site-packages "$venv"
+    else
+        "$python" -m venv "$venv"
+    fi
+fi
+py="$venv/bin/python"
+
+if ! "$py" -c "import torch" 2>/dev/null; then
+    echo "bootstrap: installing PyTorch $torch_version (CPU build)"
+    "$py" -m pip install --quiet "torch==$torch_version" ${REPRSIM_TORCH_INDEX:+--index-url "$REPRSIM_TORCH_INDEX"}
+fi
+
+# Reinstall the package only when its declared dependencies changed.
+stamp="$venv/.reprsim-installed"
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+    echo "bootstrap: installing reprsim and its dependencies into $venv"
+    "$py" -m pip install --quiet -e ".[test]"
+    echo "$wanted" > "$stamp"
+fi
+
+export TOKENIZERS_PARALLELISM=false
+command=${1:-}
+shift || true
+case "$command" in
+    run)  exec "$venv/bin/snakemake" --cores "${CORES:-2}" "$@" ;;
+    test) HF_HUB_OFFLINE=1 exec "$py" -m pytest "$@" ;;
+    *)    echo "usage: ./bootstrap.sh run|test [args...]" >&2; exit 2 ;;
+esac

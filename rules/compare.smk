@@ -1,0 +1,22 @@
+# Pairwise jobs: one per unordered model pair (and each model with itself), all layer pairs inside.
+
+
+rule compare_pair:
+    input:
+        a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
+        b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
+        code=code("compare"),
+    output:
+        table="results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet",
+    log:
+        "results/logs/pairs/{representation}/{dataset}/{model_a}__{model_b}.log",
+    params:
+        similarity=canonical(config["similarity"] | {"representations": None}),
+        alignment=canonical(config["alignment"]),
+    threads: 1
+    resources:
+        mem_mb=4000,
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/compare_pair.py"

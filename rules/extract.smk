@@ -1,0 +1,23 @@
+# Activations of every layer into Zarr (GPU rule: cluster profiles route it by resources.gpu).
+
+
+rule extract_activations:
+    input:
+        model="results/models/{model}",
+        dataset="results/datasets/{dataset}",
+        code=code("extract"),
+    output:
+        store=directory("results/activations/{dataset}/{model}.zarr"),
+    log:
+        "results/logs/activations/{dataset}/{model}.log",
+    params:
+        settings=canonical(config["extraction"] | {"datasets": None}),
+        device=config["device"],
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+    conda:
+        "../envs/extract.yaml"
+    script:
+        "../scripts/extract_activations.py"

@@ -1,0 +1,101 @@
+# Figures, the aggregated table and the HTML report.
+
+
+rule pair_heatmap:
+    input:
+        table="results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet",
+        code=code("figures"),
+    output:
+        figure=report(
+            "results/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.png",
+            category="Similarity",
+            subcategory="{representation} pooling, {dataset}",
+            caption="../report/heatmap.rst",
+            labels={"model A": "{model_a}", "model B": "{model_b}"},
+        ),
+    log:
+        "results/logs/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.log",
+    params:
+        kind="heatmap",
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
+rule truncation_figure:
+    input:
+        table="results/finetune/{model}/truncation.parquet",
+        code=code("figures"),
+    output:
+        figure=report(
+            "results/figures/finetune/{model}/truncation.png",
+            category="Fine-tuning",
+            caption="../report/truncation.rst",
+            labels={"model": "{model}"},
+        ),
+    log:
+        "results/logs/figures/finetune/{model}.log",
+    params:
+        kind="truncation",
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
+rule aggregate_pairs:
+    input:
+        tables=all_pair_tables(),
+        code=code("aggregate"),
+    output:
+        table="results/tables/pairs.parquet",
+    log:
+        "results/logs/tables/pairs.log",
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/aggregate_pairs.py"
+
+
+rule alignment_figure:
+    input:
+        table="results/tables/pairs.parquet",
+        code=code("figures"),
+    output:
+        figure=report(
+            "results/figures/alignment/linear_map_error.png",
+            category="Alignment",
+            caption="../report/alignment.rst",
+        ),
+    log:
+        "results/logs/figures/alignment.log",
+    params:
+        kind="alignment",
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
+rule report:
+    input:
+        datasets=[dataset_dir(d) for d in DATASETS],
+        models=[model_dir(m) for m in MODELS],
+        stores=all_stores(),
+        pairs="results/tables/pairs.parquet",
+        heatmaps=all_heatmaps(),
+        alignment=["results/figures/alignment/linear_map_error.png"] if config["alignment"]["enabled"] else [],
+        truncation_tables=all_truncation_tables(),
+        truncation_figures=all_truncation_figures(),
+        code=code("report"),
+    output:
+        html="results/report/index.html",
+    log:
+        "results/logs/report.log",
+    params:
+        title=config["report"]["title"],
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/build_report.py"

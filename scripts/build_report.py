@@ -1,0 +1,17 @@
+"""Snakemake entry point: the HTML report (rules/report.smk)."""
+from reprsim.logs import tee_to_log
+from reprsim.report import build_report
+
+with tee_to_log(snakemake.log[0]):
+    build_report(
+        snakemake.output.html,
+        title=snakemake.params.title,
+        dataset_dirs=list(snakemake.input.datasets),
+        model_dirs=list(snakemake.input.models),
+        store_paths=list(snakemake.input.stores),
+        pairs_table=snakemake.input.pairs,
+        heatmaps=list(snakemake.input.heatmaps),
+        alignment_figure=snakemake.input.alignment[0] if snakemake.input.alignment else None,
+        truncation_tables=list(snakemake.input.truncation_tables),
+        truncation_figures=list(snakemake.input.truncation_figures),
+    )

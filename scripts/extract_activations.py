@@ -1,0 +1,34 @@
+"""Snakemake entry point: activations of one model on one dataset (rules/extract.smk)."""
+import json
+
+import torch
+
+from reprsim.data import read_meta
+from reprsim.device import resolve_device
+from reprsim.extract import extract_activations
+from reprsim.logs import tee_to_log
+
+with tee_to_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    settings = json.loads(snakemake.params.settings)
+    extract_activations(
+        snakemake.input.model,
+        snakemake.input.dataset,
+        snakemake.output.store,
+        splits=settings["splits"],
+        max_examples=settings["max_examples"],
+        batch_size=settings["batch_size"],
+        max_length=settings["max_length"],
+        dtype=settings["dtype"],
+        poolings=settings["poolings"],
+        tokens=settings["tokens"],
+        chunk_rows=settings["chunk_rows"],
+        chunk_tokens=settings["chunk_tokens"],
+        device=resolve_device(snakemake.params.device),
+        provenance={
+            "model": snakemake.wildcards.model,
+            "dataset": snakemake.wildcards.dataset,
+            "model_hash": read_meta(snakemake.input.model)["content_hash"],
+            "dataset_hash": read_meta(snakemake.input.dataset)["content_hash"],
+        },
+    )

@@ -1,0 +1,13 @@
+"""Snakemake entry point: materialise one model (rules/models.smk)."""
+import json
+
+from reprsim.logs import tee_to_log
+from reprsim.models import materialize_model
+
+with tee_to_log(snakemake.log[0]):
+    materialize_model(
+        snakemake.wildcards.model,
+        json.loads(snakemake.params.spec),
+        snakemake.output.model,
+        tokenizer_dir=snakemake.input.get("tokenizer"),
+    )

@@ -1,0 +1,176 @@
+"""Configuration: schema validation with readable errors, defaults, cross-references.
+
+The workflow calls :func:`validate_config` before any job is scheduled, so a typo
+in a key fails in seconds with a message naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterator
+
+import jsonschema
+import yaml
+from jsonschema import validators
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message says which key and what is allowed."""
+
+
+def load_yaml(path: str | Path) -> Any:
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def _with_defaults(validator_class):
+    """A validator that fills `default` values of object properties while it walks."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if validator.is_type(instance, "object"):
+            for prop, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(prop, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _key(path) -> str:
+    parts = [str(p) for p in path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    """One sentence per schema violation: the key, what was found, what is allowed."""
+    key = _key(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        where = key if error.absolute_path else "the top level"
+        return (
+            f"unknown key {', '.join(repr(e) for e in extra)} in {where}; "
+            f"allowed keys there: {', '.join(allowed)}"
+        )
+    if error.validator == "enum":
+        allowed = ", ".join(repr(v) for v in error.validator_value)
+        return f"key '{key}' is {error.instance!r}; allowed values: {allowed}"
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return (
+            f"key '{key}' must be of type {expected}; got {error.instance!r} "
+            f"({type(error.instance).__name__})"
+        )
+    if error.validator == "required":
+        return f"{key}: {error.message}"
+    if error.validator == "pattern" and error.absolute_path == error.relative_path:
+        return f"key '{key}': {error.message}"
+    if error.validator in {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}:
+        return f"key '{key}' is {error.instance!r}; must be {error.validator} {error.validator_value}"
+    return f"key '{key}': {error.message}"
+
+
+def _schema_errors(config: dict, schema: dict) -> Iterator[str]:
+    validator_class = validators.validator_for(schema)
+    validator = validator_class(schema)
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        # if/then branches report through their leaves; the container error adds nothing
+        if error.validator in {"allOf", "if"}:
+            continue
+        if error.validator == "propertyNames":
+            yield (
+                f"name {error.instance!r} under '{_key(error.absolute_path)}' is not allowed: "
+                "use letters, digits, '-', '_' and '.', starting with a letter or digit"
+            )
+            continue
+        yield _explain(error)
+
+
+def _reference_errors(config: dict) -> Iterator[str]:
+    datasets = config.get("datasets", {})
+    models = config.get("models", {})
+    for kind, names in (("dataset", datasets), ("model", models)):
+        for name in names:
+            if "__" in name:
+                yield f"{kind} name {name!r} contains '__', which reprsim reserves to join pair names"
+    for name, spec in models.items():
+        source = spec.get("source")
+        if source == "finetune":
+            if spec.get("base") not in models:
+                yield (
+                    f"key 'models.{name}.base' is {spec.get('base')!r}, which is not a model in "
+                    f"this config; defined models: {', '.join(sorted(models))}"
+                )
+            if spec.get("dataset") not in datasets:
+                yield (
+                    f"key 'models.{name}.dataset' is {spec.get('dataset')!r}, which is not a "
+                    f"dataset in this config; defined datasets: {', '.join(sorted(datasets))}"
+                )
+        if source == "init" and spec.get("tokenizer") not in models:
+            yield (
+                f"key 'models.{name}.tokenizer' is {spec.get('tokenizer')!r}, which is not a model "
+                f"in this config; defined models: {', '.join(sorted(models))}"
+            )
+    for name in config.get("extraction", {}).get("datasets", None) or []:
+        if name not in datasets:
+            yield (
+                f"key 'extraction.datasets' names {name!r}, which is not a dataset in this config; "
+                f"defined datasets: {', '.join(sorted(datasets))}"
+            )
+    alignment = config.get("alignment", {})
+    if alignment.get("enabled") and alignment.get("score_split") in (alignment.get("fit_split"), alignment.get("select_split")):
+        yield (
+            f"key 'alignment.score_split' is {alignment['score_split']!r}, the same split the aligner is "
+            "fit or selected on; scores must come from held-out rows"
+        )
+    yield from _cycle_errors(models)
+
+
+def _cycle_errors(models: dict) -> Iterator[str]:
+    """A model derived (through base or tokenizer) from itself can never be built."""
+    def parents(name: str) -> list[str]:
+        spec = models.get(name, {})
+        return [p for p in (spec.get("base"), spec.get("tokenizer")) if p in models]
+
+    for start in models:
+        seen, stack = set(), [(start, [start])]
+        while stack:
+            node, trail = stack.pop()
+            for parent in parents(node):
+                if parent == start:
+                    yield f"model {start!r} depends on itself: {' -> '.join(trail + [parent])}"
+                    stack = []
+                    break
+                if parent not in seen:
+                    seen.add(parent)
+                    stack.append((parent, trail + [parent]))
+
+
+def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """Validate `config` in place (filling defaults) and return it.
+
+    Raises ConfigError listing every problem found: unknown keys, wrong types or
+    values, and references to models or datasets the config does not define.
+    """
+    schema = load_yaml(schema_path)
+    if not isinstance(config, dict):
+        raise ConfigError(f"the configuration must be a mapping; got {type(config).__name__}")
+    try:
+        _with_defaults(validators.validator_for(schema))(schema).validate(config)
+    except jsonschema.ValidationError:
+        pass  # defaults are filled as far as possible; errors are reported below
+    problems = list(dict.fromkeys(_schema_errors(config, schema)))
+    if not problems:
+        problems = list(_reference_errors(config))
+    if problems:
+        listing = "\n".join(f"  - {p}" for p in problems)
+        raise ConfigError(f"invalid reprsim configuration ({len(problems)} problem(s)):\n{listing}")
+    extraction = config["extraction"]
+    if not extraction.get("datasets"):
+        extraction["datasets"] = sorted(config["datasets"])
+    return config

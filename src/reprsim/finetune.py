@@ -1,0 +1,201 @@
+"""Fine-tuning with a classification head, and truncation of fine-tuned models.
+
+Truncation follows Phang et al. (2021, §4): layer l's representation is fed to
+the task head. UNTUNED uses the fine-tuned head as it is, so at the last layer
+it reproduces the full model exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup
+
+from reprsim.data import load_split, read_meta
+from reprsim.device import describe
+from reprsim.logs import progress
+from reprsim.models import load_tokenizer, n_layers
+from reprsim.provenance import hash_directory, versions, write_json
+
+
+def _batches(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length: int, device) -> dict:
+    rows = frame.iloc[indices]
+    pairs = rows["text_pair"].tolist() if rows["text_pair"].notna().any() else None
+    encoded = tokenizer(
+        rows["text"].tolist(), pairs, truncation=True, max_length=max_length,
+        padding=True, return_tensors="pt",
+    )
+    batch = {k: v.to(device) for k, v in encoded.items()}
+    batch["labels"] = torch.tensor(rows["label"].to_numpy(), device=device)
+    return batch
+
+
+def _eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> Iterator[dict]:
+    for start in range(0, len(frame), batch_size):
+        yield _batches(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
+
+
+def load_classifier(model_dir: str | Path, device: torch.device):
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    return model.to(device).eval()
+
+
+@torch.inference_mode()
+def accuracy(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> float:
+    correct = 0
+    for batch in _eval_batches(tokenizer, frame, batch_size, max_length, device):
+        labels = batch.pop("labels")
+        correct += int((model(**batch).logits.argmax(-1) == labels).sum())
+    return correct / len(frame)
+
+
+def finetune_model(
+    name: str, spec: dict, base_dir: str | Path, dataset_dir: str | Path, out_dir: str | Path,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Full fine-tuning of `base_dir` on the dataset's train split for a fixed number of steps.
+
+    Reproducible from `spec["seed"]`: it seeds the head's initialisation, dropout
+    and the order in which training examples are drawn.
+    """
+    seed = int(spec["seed"])
+    dataset_meta = read_meta(dataset_dir)
+    train = load_split(dataset_dir, "train")
+    validation = load_split(dataset_dir, "validation")
+    tokenizer = load_tokenizer(base_dir)
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base_dir, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id
+    ).to(device)
+    steps, batch_size = int(spec["steps"]), int(spec["batch_size"])
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=float(spec["learning_rate"]), weight_decay=float(spec["weight_decay"])
+    )
+    schedule = get_linear_schedule_with_warmup(
+        optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps
+    )
+    order = np.random.default_rng(seed)
+    permutation, cursor = order.permutation(len(train)), 0
+    log = []
+    model.train()
+    started = time.perf_counter()
+    bar = progress(range(1, steps + 1), unit="step", desc=f"finetune {name}")
+    for step in bar:
+        if cursor + batch_size > len(permutation):  # a new epoch: reshuffle
+            permutation, cursor = order.permutation(len(train)), 0
+        indices = permutation[cursor:cursor + batch_size]
+        cursor += batch_size
+        loss = model(**_batches(tokenizer, train, indices, int(spec["max_length"]), device)).loss
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        log.append({"step": step, "loss": loss.item(), "learning_rate": schedule.get_last_lr()[0]})
+        bar.set_postfix(loss=f"{log[-1]['loss']:.4f}")
+    bar.close()
+    seconds = time.perf_counter() - started
+    model.eval()
+    val_accuracy = accuracy(model, tokenizer, validation, 64, int(spec["max_length"]), device)
+
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
+    meta = {
+        "name": name,
+        "source": "finetune",
+        "spec": spec,
+        "seed": seed,
+        "parent": spec["base"],
+        "dataset": spec["dataset"],
+        "dataset_hash": dataset_meta["content_hash"],
+        "architecture": model.config.model_type,
+        "n_layers": n_layers(model.config),
+        "hidden_size": int(model.config.hidden_size),
+        "n_parameters": int(sum(p.numel() for p in model.parameters())),
+        "validation_accuracy": val_accuracy,
+        "final_loss": log[-1]["loss"],
+        "train_seconds": round(seconds, 2),
+        "device": describe(device),
+        "content_hash": hash_directory(tmp, skip=("meta.json", "training_log.csv")),
+        "versions": versions(),
+    }
+    write_json(tmp / "meta.json", meta)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp, out_dir)
+    return meta
+
+
+# --------------------------------------------------------------------------- truncation
+def head_logits(model, hidden: torch.Tensor, attention_mask: torch.Tensor, layer: int) -> torch.Tensor:
+    """The task head of `model` applied to layer `layer`'s hidden states (batch, tokens, d).
+
+    Equivalent to discarding the blocks above `layer`. Each family feeds its head
+    the way its own forward does.
+    """
+    kind = model.config.model_type
+    if kind == "bert":
+        pooled = model.bert.pooler(hidden) if model.bert.pooler is not None else hidden[:, 0]
+        return model.classifier(model.dropout(pooled))
+    if kind in ("roberta", "electra"):
+        return model.classifier(hidden)
+    if kind == "distilbert":
+        pooled = torch.relu(model.pre_classifier(hidden[:, 0]))
+        return model.classifier(model.dropout(pooled))
+    if kind == "gpt2":
+        # GPT2Model applies its final LayerNorm only to the last hidden state
+        if layer < n_layers(model.config):
+            hidden = model.transformer.ln_f(hidden)
+        last = attention_mask.sum(dim=1) - 1
+        return model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
+    raise NotImplementedError(
+        f"truncation is implemented for bert, roberta, electra, distilbert and gpt2 heads; got {kind!r}"
+    )
+
+
+@torch.inference_mode()
+def untuned_truncation(
+    model_dir: str | Path, dataset_dir: str | Path, split: str, batch_size: int, device: torch.device
+) -> pd.DataFrame:
+    """UNTUNED truncation curve: accuracy per layer with the tuned head, plus full model and majority class."""
+    meta = read_meta(model_dir)
+    max_length = int(meta["spec"]["max_length"])
+    frame = load_split(dataset_dir, split)
+    tokenizer = load_tokenizer(model_dir)
+    model = load_classifier(model_dir, device)
+    layers = n_layers(model.config) + 1
+    correct = np.zeros(layers, dtype=np.int64)
+    full_correct = 0
+    for batch in progress(
+        list(_eval_batches(tokenizer, frame, batch_size, max_length, device)),
+        unit="batch", desc=f"truncation {Path(model_dir).name}",
+    ):
+        labels = batch.pop("labels")
+        output = model(**batch, output_hidden_states=True)
+        full_correct += int((output.logits.argmax(-1) == labels).sum())
+        for layer, hidden in enumerate(output.hidden_states):
+            logits = head_logits(model, hidden, batch["attention_mask"], layer)
+            correct[layer] += int((logits.argmax(-1) == labels).sum())
+    n = len(frame)
+    majority = frame["label"].value_counts().iloc[0] / n
+    rows = [
+        {"layer": layer, "mode": "UNTUNED", "metric": "accuracy", "value": correct[layer] / n}
+        for layer in range(layers)
+    ]
+    rows.append({"layer": layers - 1, "mode": "FULL", "metric": "accuracy", "value": full_correct / n})
+    rows.append({"layer": -1, "mode": "MAJORITY", "metric": "accuracy", "value": float(majority)})
+    table = pd.DataFrame(rows)
+    table["split"] = split
+    table["n"] = n
+    table["model"] = Path(model_dir).name
+    return table

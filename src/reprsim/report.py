@@ -1,0 +1,144 @@
+"""The HTML report: one self-contained page (figures embedded) with provenance tables."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from reprsim.data import read_meta
+from reprsim.extract import open_store
+from reprsim.provenance import versions
+
+
+def _image(path: str | Path, caption: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, border=0, classes="data", na_rep="–", float_format=lambda v: f"{v:.4g}")
+
+
+def _short(digest: str | None) -> str:
+    return digest[:12] if digest else "–"
+
+
+def models_table(model_dirs: list[str]) -> pd.DataFrame:
+    rows = []
+    for directory in model_dirs:
+        meta = read_meta(directory)
+        rows.append({
+            "model": meta["name"], "source": meta["source"], "parent": meta.get("parent") or "–",
+            "seed": meta.get("seed"), "architecture": meta["architecture"], "layers": meta["n_layers"],
+            "width": meta["hidden_size"], "parameters": f"{meta['n_parameters'] / 1e6:.1f} M",
+            "validation accuracy": meta.get("validation_accuracy"),
+            "content hash": _short(meta.get("content_hash")),
+        })
+    return pd.DataFrame(rows)
+
+
+def datasets_table(dataset_dirs: list[str]) -> pd.DataFrame:
+    rows = []
+    for directory in dataset_dirs:
+        meta = read_meta(directory)
+        rows.append({
+            "dataset": meta["name"], "source": meta["source"], "task": meta["task"],
+            "labels": ", ".join(map(str, meta["label_names"])),
+            **{f"{split} rows": size for split, size in meta["sizes"].items()},
+            "content hash": _short(meta["content_hash"]),
+        })
+    return pd.DataFrame(rows)
+
+
+def stores_table(store_paths: list[str]) -> pd.DataFrame:
+    rows = []
+    for path in store_paths:
+        attrs = dict(open_store(path).attrs)
+        rows.append({
+            "dataset": attrs["dataset"], "model": attrs["model"],
+            "examples": attrs["n_examples"], "layers": attrs["n_layers"] + 1, "width": attrs["hidden_size"],
+            "dtype": attrs["dtype"], "poolings": ", ".join(attrs["poolings"]), "device": attrs["device"],
+            "examples/s": attrs["examples_per_second"],
+        })
+    return pd.DataFrame(rows)
+
+
+def build_report(
+    out_path: str | Path,
+    *,
+    title: str,
+    dataset_dirs: list[str],
+    model_dirs: list[str],
+    store_paths: list[str],
+    pairs_table: str | Path,
+    heatmaps: list[str],
+    alignment_figure: str | None,
+    truncation_tables: list[str],
+    truncation_figures: list[str],
+) -> None:
+    """Write the report page to `out_path`."""
+    pairs = pd.read_parquet(pairs_table)
+    parts = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='meta'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by reprsim; "
+        f"versions: {html.escape(json.dumps(versions()))}</p>",
+        "<h2>Datasets</h2>", _table(datasets_table(dataset_dirs)),
+        "<h2>Models</h2>", _table(models_table(model_dirs)),
+        "<h2>Activation stores</h2>", _table(stores_table(store_paths)),
+        "<h2>Layer-by-layer similarity</h2>",
+        "<p>Linear CKA (Kornblith et al. 2019, biased HSIC) between every layer of two models, "
+        "computed on held-out rows. All heatmaps share the colour scale 0–1; layer 0 is the embedding output.</p>",
+        "<div class='grid'>",
+        *[_image(path, Path(path).stem.replace("__", " vs ")) for path in heatmaps],
+        "</div>",
+    ]
+    cka = pairs[(pairs["measure"] == "linear_cka") & (pairs["model_a"] != pairs["model_b"])]
+    if not cka.empty:
+        matched = cka.groupby(["dataset", "representation", "model_a", "model_b"])["value"].agg(
+            ["mean", "max"]).reset_index().rename(columns={"mean": "mean CKA over layer pairs", "max": "max CKA"})
+        parts += ["<h3>Summary per model pair</h3>", _table(matched)]
+    if alignment_figure:
+        errors = pairs[(pairs["measure"] == "linear_map_rel_error") & (pairs["model_a"] != pairs["model_b"])]
+        parts += [
+            "<h2>Alignment: linear maps between representation spaces</h2>",
+            "<p>A least-squares affine map from each layer of one model to the layer at the same relative depth "
+            "of the other, fit on train rows and scored on test rows as ||Y − g(X)||_F / ||Y||_F.</p>",
+            _image(alignment_figure, "relative error of the linear map per layer"),
+        ]
+        if not errors.empty:
+            summary = errors.groupby(["model_a", "model_b", "direction"])["value"].agg(["mean", "min", "max"])
+            parts.append(_table(summary.reset_index()))
+    if truncation_figures:
+        parts += [
+            "<h2>Fine-tuned models: truncation</h2>",
+            "<p>Phang et al. (2021): layer l's representation is fed to the fine-tuned task head with no "
+            "further training (UNTUNED). The full model and the majority class are shown for reference.</p>",
+            "<div class='grid'>", *[_image(p, Path(p).parent.name) for p in truncation_figures], "</div>",
+        ]
+        full = pd.concat([pd.read_parquet(p) for p in truncation_tables], ignore_index=True)
+        wide = full.pivot_table(index="model", columns=["mode", "layer"], values="value")
+        wide.columns = [f"{mode} {layer}" if mode == "UNTUNED" else mode for mode, layer in wide.columns]
+        parts.append(_table(wide.reset_index()))
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }}
+table.data {{ border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0 1.5rem; }}
+table.data th, table.data td {{ padding: 0.25rem 0.6rem; border-bottom: 1px solid #ddd; text-align: right; }}
+.grid {{ display: flex; flex-wrap: wrap; gap: 1rem; }}
+figure {{ margin: 0; }} figure img {{ max-width: 560px; }} figcaption {{ font-size: 0.8rem; color: #555; }}
+.meta {{ font-size: 0.8rem; color: #666; }}
+</style></head><body>
+{"".join(parts)}
+</body></html>
+"""
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(page)

