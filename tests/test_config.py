@@ -80,6 +80,17 @@ def test_undefined_references(default_config, edit, expected):
     assert expected in message and "'nope'" in message and "defined" in message
 
 
+def test_compared_splits_must_be_extracted(default_config):
+    default_config["extraction"]["splits"] = ["test"]
+    message = problems_of(default_config)
+    assert "alignment.fit_split" in message and "extraction.splits" in message
+
+
+def test_scoring_on_the_fit_split_is_refused(default_config):
+    default_config["alignment"]["score_split"] = "train"
+    assert "held-out" in problems_of(default_config)
+
+
 def test_reserved_pair_separator_in_names(default_config):
     default_config["models"]["a__b"] = copy.deepcopy(default_config["models"]["minilm"])
     assert "'a__b'" in problems_of(default_config)

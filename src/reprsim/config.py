@@ -122,7 +122,17 @@ def _reference_errors(config: dict) -> Iterator[str]:
                 f"key 'extraction.datasets' names {name!r}, which is not a dataset in this config; "
                 f"defined datasets: {', '.join(sorted(datasets))}"
             )
+    extracted = config.get("extraction", {}).get("splits", [])
+    wanted = {"similarity.split": config.get("similarity", {}).get("split")}
     alignment = config.get("alignment", {})
+    if alignment.get("enabled"):
+        wanted.update({f"alignment.{role}": alignment.get(role) for role in ("fit_split", "select_split", "score_split")})
+    for key, split in wanted.items():
+        if split is not None and split not in extracted:
+            yield (
+                f"key '{key}' is {split!r}, but activations are extracted only for "
+                f"extraction.splits = {extracted}; add it there"
+            )
     if alignment.get("enabled") and alignment.get("score_split") in (alignment.get("fit_split"), alignment.get("select_split")):
         yield (
             f"key 'alignment.score_split' is {alignment['score_split']!r}, the same split the aligner is "

@@ -112,7 +112,7 @@ def materialize_model(
             raise ValueError(f"model {name!r} (source init) needs the directory of its tokenizer model")
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
         model = init_model(spec["architecture"], spec.get("config", {}), tokenizer, int(spec["seed"]))
-        meta.update(seed=int(spec["seed"]), parent=spec["tokenizer"], tokenizer_from=spec["tokenizer"])
+        meta.update(seed=int(spec["seed"]), tokenizer_from=spec["tokenizer"])
     else:
         raise ValueError(f"materialize_model cannot build source {source!r}; fine-tuned models come from reprsim.finetune")
     return _save(model, tokenizer, Path(out_dir), meta)

@@ -37,6 +37,7 @@ def models_table(model_dirs: list[str]) -> pd.DataFrame:
         meta = read_meta(directory)
         rows.append({
             "model": meta["name"], "source": meta["source"], "parent": meta.get("parent") or "–",
+            "tokenizer from": meta.get("tokenizer_from") or "–",
             "seed": meta.get("seed"), "architecture": meta["architecture"], "layers": meta["n_layers"],
             "width": meta["hidden_size"], "parameters": f"{meta['n_parameters'] / 1e6:.1f} M",
             "validation accuracy": meta.get("validation_accuracy"),
