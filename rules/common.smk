@@ -3,6 +3,8 @@ import json
 import re
 from itertools import combinations_with_replacement
 
+from reprsim.codedeps import code_dependencies
+
 DATASETS = sorted(config["datasets"])
 MODELS = sorted(config["models"])
 FINETUNED = sorted(m for m in MODELS if config["models"][m]["source"] == "finetune")
@@ -31,28 +33,11 @@ def canonical(value):
     return json.dumps(value, sort_keys=True)
 
 
-# Library code each stage runs, listed as input so that a real edit reruns the stage
-# (Snakemake compares content: a mere touch does nothing).
-_LIB = "src/reprsim/"
-CODE = {
-    "data": ["scripts/prepare_dataset.py", _LIB + "data.py", _LIB + "provenance.py", _LIB + "logs.py"],
-    "models": ["scripts/materialize_model.py", _LIB + "models.py", _LIB + "provenance.py", _LIB + "logs.py"],
-    "finetune": ["scripts/finetune_model.py", _LIB + "finetune.py", _LIB + "models.py", _LIB + "data.py",
-                 _LIB + "device.py", _LIB + "provenance.py", _LIB + "logs.py"],
-    "truncation": ["scripts/truncation.py", _LIB + "finetune.py", _LIB + "models.py", _LIB + "data.py",
-                   _LIB + "device.py", _LIB + "logs.py"],
-    "extract": ["scripts/extract_activations.py", _LIB + "extract.py", _LIB + "models.py", _LIB + "data.py",
-                _LIB + "device.py", _LIB + "provenance.py", _LIB + "logs.py"],
-    "compare": ["scripts/compare_pair.py", _LIB + "compare.py", _LIB + "metrics/cka.py",
-                _LIB + "align/linear.py", _LIB + "extract.py", _LIB + "logs.py"],
-    "figures": ["scripts/plot_figures.py", _LIB + "plots.py", _LIB + "logs.py"],
-    "aggregate": ["scripts/aggregate_pairs.py", _LIB + "logs.py"],
-    "report": ["scripts/build_report.py", _LIB + "report.py", _LIB + "logs.py"],
-}
-
-
-def code(stage):
-    return [os.path.join(workflow.basedir, path) for path in CODE[stage]]
+def code(script):
+    """A rule's script and every reprsim module it imports, declared as input so that a
+    real edit reruns the rule (Snakemake compares content: a touch does nothing)."""
+    return list(code_dependencies(os.path.join(workflow.basedir, "scripts", f"{script}.py"),
+                                  os.path.join(workflow.basedir, "src")))
 
 
 # ----------------------------------------------------------------- per-job inputs

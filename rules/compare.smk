@@ -5,7 +5,7 @@ rule compare_pair:
     input:
         a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
         b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
-        code=code("compare"),
+        code=code("compare_pair"),
     output:
         table="results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet",
     log:

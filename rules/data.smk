@@ -3,7 +3,7 @@
 
 rule prepare_dataset:
     input:
-        code=code("data"),
+        code=code("prepare_dataset"),
     output:
         dataset=directory("results/datasets/{dataset}"),
     log:

@@ -5,7 +5,7 @@ rule extract_activations:
     input:
         model="results/models/{model}",
         dataset="results/datasets/{dataset}",
-        code=code("extract"),
+        code=code("extract_activations"),
     output:
         store=directory("results/activations/{dataset}/{model}.zarr"),
     log:

@@ -4,7 +4,7 @@
 rule finetune_model:
     input:
         unpack(finetune_inputs),
-        code=code("finetune"),
+        code=code("finetune_model"),
     output:
         model=directory("results/models/{model}"),
     log:

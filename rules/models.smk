@@ -5,7 +5,7 @@
 rule materialize_model:
     input:
         unpack(materialize_inputs),
-        code=code("models"),
+        code=code("materialize_model"),
     output:
         model=directory("results/models/{model}"),
     log:

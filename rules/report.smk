@@ -4,7 +4,7 @@
 rule pair_heatmap:
     input:
         table="results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet",
-        code=code("figures"),
+        code=code("plot_figures"),
     output:
         figure=report(
             "results/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.png",
@@ -26,7 +26,7 @@ rule pair_heatmap:
 rule truncation_figure:
     input:
         table="results/finetune/{model}/truncation.parquet",
-        code=code("figures"),
+        code=code("plot_figures"),
     output:
         figure=report(
             "results/figures/finetune/{model}/truncation.png",
@@ -47,7 +47,7 @@ rule truncation_figure:
 rule aggregate_pairs:
     input:
         tables=all_pair_tables(),
-        code=code("aggregate"),
+        code=code("aggregate_pairs"),
     output:
         table="results/tables/pairs.parquet",
     log:
@@ -61,7 +61,7 @@ rule aggregate_pairs:
 rule alignment_figure:
     input:
         table="results/tables/pairs.parquet",
-        code=code("figures"),
+        code=code("plot_figures"),
     output:
         figure=report(
             "results/figures/alignment/linear_map_error.png",
@@ -88,7 +88,7 @@ rule report:
         alignment=["results/figures/alignment/linear_map_error.png"] if config["alignment"]["enabled"] else [],
         truncation_tables=all_truncation_tables(),
         truncation_figures=all_truncation_figures(),
-        code=code("report"),
+        code=code("build_report"),
     output:
         html="results/report/index.html",
     log:

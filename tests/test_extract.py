@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from reprsim.extract import extract_activations, open_store, pooled_rows
+from reprsim.extract import extract_activations
+from reprsim.store import open_store, pooled_rows
 from reprsim.models import load_encoder, load_tokenizer
 
 

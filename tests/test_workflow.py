@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPO, copy_workflow, planned_jobs, planned_outputs, snakemake
-from reprsim.extract import open_store
+from reprsim.store import open_store
 
 pytestmark = pytest.mark.workflow
 TINY = REPO / "tests" / "config" / "tiny.yaml"

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from reprsim.align.linear import LinearAligner, mean_l2
-from reprsim.extract import open_store, pooled_rows
+from reprsim.store import open_store, pooled_rows
 from reprsim.metrics.cka import linear_cka_layers
 
 

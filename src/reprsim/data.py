@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from reprsim.provenance import write_json
+from reprsim.outputs import atomic_directory, write_json
 
 SPLITS = ("train", "validation", "test")
 COLUMNS = ("text", "text_pair", "label")
@@ -207,17 +205,11 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
     label_values = _encode_labels(splits, label_values)
     label_names = BUILTIN_LABEL_NAMES if source == "builtin" else label_values
 
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     digest = hashlib.sha256()
     for split in SPLITS:
-        frame = splits[split]
-        frame["text"] = frame["text"].astype(str)
-        frame.to_parquet(tmp / f"{split}.parquet", index=False)
+        splits[split]["text"] = splits[split]["text"].astype(str)
         digest.update(split.encode())
-        digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+        digest.update(pd.util.hash_pandas_object(splits[split], index=False).to_numpy().tobytes())
     meta = {
         "name": name,
         "source": source,
@@ -228,9 +220,10 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         "sizes": {s: len(splits[s]) for s in SPLITS},
         "content_hash": digest.hexdigest(),
     }
-    write_json(tmp / "meta.json", meta)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    with atomic_directory(out_dir) as tmp:
+        for split in SPLITS:
+            splits[split].to_parquet(tmp / f"{split}.parquet", index=False)
+        write_json(tmp / "meta.json", meta)
     return meta
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -16,7 +18,7 @@ def resolve_device(requested: str = "auto") -> torch.device:
     if requested == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
             "config asks for device: cuda but torch sees no CUDA device "
-            f"(torch {torch.__version__}, CUDA_VISIBLE_DEVICES={__import__('os').environ.get('CUDA_VISIBLE_DEVICES')!r})"
+            f"(torch {torch.__version__}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
         )
     return torch.device(requested)
 

@@ -18,10 +18,7 @@ complete, so an interrupted job never leaves a store that looks finished.
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,7 @@ from reprsim.data import load_split
 from reprsim.device import describe
 from reprsim.logs import progress
 from reprsim.models import load_encoder, load_tokenizer, n_layers
+from reprsim.outputs import atomic_directory
 from reprsim.provenance import versions
 
 POOLINGS = ("mean", "cls", "last")
@@ -147,28 +145,21 @@ def extract_activations(
     lengths = np.array([len(row) for row in ids], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
 
-    tmp = out_path.with_name(out_path.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_directory(out_path) as tmp:
         attrs = _write_store(tmp, model, tokenizer, examples, ids, word_ids, offsets, device=device, dtype=dtype,
                              poolings=poolings, tokens=tokens, batch_size=batch_size, chunk_rows=chunk_rows,
                              chunk_tokens=chunk_tokens, desc=f"extract {out_path.stem}")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # never leave a half-written store behind
-        raise
-    attrs.update({
-        "split_names": list(splits),
-        "split_sizes": {s: int((examples["split"] == i).sum()) for i, s in enumerate(splits)},
-        "max_length": int(max_length),
-        "batch_size": int(batch_size),
-        "tokenizer": type(tokenizer).__name__,
-        "device": describe(device),
-        "versions": versions(),
-        **(provenance or {}),
-    })
-    zarr.open_group(tmp, mode="r+").attrs.update(attrs)
-    shutil.rmtree(out_path, ignore_errors=True)
-    os.replace(tmp, out_path)
+        attrs.update({
+            "split_names": list(splits),
+            "split_sizes": {s: int((examples["split"] == i).sum()) for i, s in enumerate(splits)},
+            "max_length": int(max_length),
+            "batch_size": int(batch_size),
+            "tokenizer": type(tokenizer).__name__,
+            "device": describe(device),
+            "versions": versions(),
+            **(provenance or {}),
+        })
+        zarr.open_group(tmp, mode="r+").attrs.update(attrs)
     return attrs
 
 
@@ -239,28 +230,3 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
         "seconds": round(seconds, 3),
         "examples_per_second": round(n / max(seconds, 1e-9), 2),
     }
-
-
-def open_store(path: str | Path) -> zarr.Group:
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"activation store {path} does not exist; run the extraction rule")
-    with warnings.catch_warnings():
-        # Snakemake marks directory outputs with a .snakemake_timestamp file zarr does not know
-        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
-        return zarr.open_group(path, mode="r")
-
-
-def pooled_rows(store: zarr.Group, pooling: str, split: str | None = None) -> np.ndarray:
-    """Pooled activations (layers, rows, d), optionally only the rows of one split."""
-    if f"pooled/{pooling}" not in store:
-        raise KeyError(f"store has no pooled/{pooling}; it holds {store.attrs['poolings']}")
-    values = store[f"pooled/{pooling}"]
-    if split is None:
-        return values[:]
-    names = store.attrs["split_names"]
-    if split not in names:
-        raise KeyError(f"store has no rows of split {split!r}; extracted splits: {names}")
-    codes = store["examples/split"][:]
-    rows = np.flatnonzero(codes == names.index(split))
-    return values[:, rows[0]:rows[-1] + 1]  # splits are stored contiguously

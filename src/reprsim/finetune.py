@@ -8,8 +8,6 @@ it reproduces the full model exactly.
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,8 +20,9 @@ from transformers import AutoModelForSequenceClassification, get_linear_schedule
 from reprsim.data import load_split, read_meta
 from reprsim.device import describe
 from reprsim.logs import progress
-from reprsim.models import load_tokenizer, n_layers
-from reprsim.provenance import hash_directory, versions, write_json
+from reprsim.models import describe_model, load_tokenizer, n_layers
+from reprsim.outputs import atomic_directory, write_json
+from reprsim.provenance import hash_directory
 
 
 def _batches(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length: int, device) -> dict:
@@ -105,34 +104,26 @@ def finetune_model(
     model.eval()
     val_accuracy = accuracy(model, tokenizer, validation, 64, int(spec["max_length"]), device)
 
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
-    meta = {
-        "name": name,
-        "source": "finetune",
-        "spec": spec,
-        "seed": seed,
-        "parent": spec["base"],
-        "dataset": spec["dataset"],
-        "dataset_hash": dataset_meta["content_hash"],
-        "architecture": model.config.model_type,
-        "n_layers": n_layers(model.config),
-        "hidden_size": int(model.config.hidden_size),
-        "n_parameters": int(sum(p.numel() for p in model.parameters())),
-        "validation_accuracy": val_accuracy,
-        "final_loss": log[-1]["loss"],
-        "train_seconds": round(seconds, 2),
-        "device": describe(device),
-        "content_hash": hash_directory(tmp, skip=("meta.json", "training_log.csv")),
-        "versions": versions(),
-    }
-    write_json(tmp / "meta.json", meta)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    with atomic_directory(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
+        meta = {
+            "name": name,
+            "source": "finetune",
+            "spec": spec,
+            "seed": seed,
+            "parent": spec["base"],
+            "dataset": spec["dataset"],
+            "dataset_hash": dataset_meta["content_hash"],
+            **describe_model(model),
+            "validation_accuracy": val_accuracy,
+            "final_loss": log[-1]["loss"],
+            "train_seconds": round(seconds, 2),
+            "device": describe(device),
+            "content_hash": hash_directory(tmp, skip=("meta.json", "training_log.csv")),
+        }
+        write_json(tmp / "meta.json", meta)
     return meta
 
 

@@ -9,15 +9,14 @@ built by :mod:`reprsim.finetune` and land in the same layout.
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
-from reprsim.provenance import hash_directory, versions, write_json
+from reprsim.outputs import atomic_directory, write_json
+from reprsim.provenance import hash_directory, versions
 
 
 def locate_package_model(package: str, subdir: str | None = None) -> Path:
@@ -67,23 +66,23 @@ def init_model(architecture: str, overrides: dict, tokenizer, seed: int) -> PreT
     return AutoModel.from_config(config)
 
 
-def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    tmp = out_dir.with_name(out_dir.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    meta = {
-        **meta,
+def describe_model(model: PreTrainedModel) -> dict[str, Any]:
+    """The facts about a model every meta.json records."""
+    return {
         "architecture": model.config.model_type,
         "n_layers": n_layers(model.config),
         "hidden_size": int(model.config.hidden_size),
         "n_parameters": int(sum(p.numel() for p in model.parameters())),
-        "content_hash": hash_directory(tmp),
         "versions": versions(),
     }
-    write_json(tmp / "meta.json", meta)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+
+
+def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    with atomic_directory(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        meta = {**meta, **describe_model(model), "content_hash": hash_directory(tmp)}
+        write_json(tmp / "meta.json", meta)
     return meta
 
 

@@ -1,24 +1,12 @@
-"""Provenance helpers: JSON metadata files, content hashes, library versions."""
+"""Provenance: content hashes of outputs and the versions of the libraries that made them."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import platform
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-
-def write_json(path: str | Path, payload: Any) -> None:
-    """Write JSON atomically (temporary file + rename), keys sorted for stable diffs."""
-    path = Path(path)
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-    with open(tmp, "w") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True, default=str)
-        handle.write("\n")
-    os.replace(tmp, path)
 
 
 def hash_directory(directory: str | Path, skip: tuple[str, ...] = ("meta.json",)) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprsim.data import read_meta
-from reprsim.extract import open_store
+from reprsim.store import open_store
 from reprsim.provenance import versions
 
 

@@ -1,0 +1,34 @@
+"""Reading activation stores written by :mod:`reprsim.extract` (zarr and numpy only, no torch)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+
+def open_store(path: str | Path) -> zarr.Group:
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"activation store {path} does not exist; run the extraction rule")
+    with warnings.catch_warnings():
+        # Snakemake marks directory outputs with a .snakemake_timestamp file zarr does not know
+        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
+        return zarr.open_group(path, mode="r")
+
+
+def pooled_rows(store: zarr.Group, pooling: str, split: str | None = None) -> np.ndarray:
+    """Pooled activations (layers, rows, d), optionally only the rows of one split."""
+    if f"pooled/{pooling}" not in store:
+        raise KeyError(f"store has no pooled/{pooling}; it holds {store.attrs['poolings']}")
+    values = store[f"pooled/{pooling}"]
+    if split is None:
+        return values[:]
+    names = store.attrs["split_names"]
+    if split not in names:
+        raise KeyError(f"store has no rows of split {split!r}; extracted splits: {names}")
+    codes = store["examples/split"][:]
+    rows = np.flatnonzero(codes == names.index(split))
+    return values[:, rows[0]:rows[-1] + 1]  # splits are stored contiguously
