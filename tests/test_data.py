@@ -114,3 +114,27 @@ def test_rte_pairs_and_headerless_cola(tmp_path):
         "column_names": ["source", "label", "original_label", "sentence"],
         "columns": {"text": "sentence", "label": "label"}, "split_fractions": {"test": 0.1}}, tmp_path / "cola")
     assert cola["sizes"]["validation"] == 1043 and cola["n_labels"] == 2
+
+
+def test_hf_source_maps_splits_and_columns(tmp_path, monkeypatch):
+    """The hub path, with the download replaced by an in-memory dataset (no network here)."""
+    import datasets
+
+    calls = []
+    tables = {
+        "train": pd.DataFrame({"sentence": [f"train {i}" for i in range(30)], "label": [i % 2 for i in range(30)]}),
+        "validation": pd.DataFrame({"sentence": ["val a", "val b"], "label": [0, 1]}),
+    }
+
+    def fake_load_dataset(path, name=None, split=None, revision=None):
+        calls.append((path, name, split, revision))
+        return datasets.Dataset.from_pandas(tables[split])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    spec = {"source": "hf", "id": "glue", "config": "sst2", "revision": "abc",
+            "splits": {"train": "train", "validation": "validation"},
+            "columns": {"text": "sentence", "label": "label"}, "seed": 0, "split_fractions": {"test": 0.2}}
+    meta = prepare_dataset("sst2", spec, tmp_path / "sst2")
+    assert sorted(calls) == [("glue", "sst2", "train", "abc"), ("glue", "sst2", "validation", "abc")]
+    assert meta["sizes"] == {"train": 24, "validation": 2, "test": 6}
+    assert load_split(tmp_path / "sst2", "validation")["text"].tolist() == ["val a", "val b"]

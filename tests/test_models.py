@@ -51,3 +51,22 @@ def test_local_source_copies_a_directory(tiny_models, tmp_path):
 def test_local_source_rejects_non_model_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         materialize_model("bad", {"source": "local", "path": str(tmp_path)}, tmp_path / "out")
+
+
+def test_hf_source_passes_id_and_revision(minilm_dir, tmp_path, monkeypatch):
+    """The hub path, with the hub replaced by the packaged MiniLM (no network here)."""
+    import transformers
+
+    seen = []
+    for cls in (transformers.AutoModel, transformers.AutoTokenizer):
+        original = cls.from_pretrained.__func__
+
+        def redirected(klass, name, *args, _original=original, **kwargs):
+            seen.append((name, kwargs.get("revision")))
+            return _original(klass, minilm_dir)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(redirected))
+    meta = materialize_model("hub", {"source": "hf", "id": "sentence-transformers/all-MiniLM-L6-v2",
+                                     "revision": "main"}, tmp_path / "hub")
+    assert seen == [("sentence-transformers/all-MiniLM-L6-v2", "main")] * 2
+    assert meta["origin"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["n_layers"] == 6

@@ -103,25 +103,26 @@ def test_touching_sources_reruns_nothing(workflow):
     assert planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml")) == {}
 
 
-def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
-    source = workflow / "src" / "reprsim" / "plots.py"
+def jobs_after_edit(workflow, relative_path):
+    """The jobs a dry run plans after a real (content) edit of one source file; the edit is undone after."""
+    source = workflow / relative_path
     original = source.read_text()
     try:
         source.write_text(original + "\n# a real edit\n")
-        jobs = planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml"))
+        return planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml"))
     finally:
         source.write_text(original)
-    assert jobs == {"pair_heatmap": 10, "truncation_figure": 1, "alignment_figure": 1, "report": 1, "all": 1}
 
-    source = workflow / "src" / "reprsim" / "metrics" / "cka.py"
-    original = source.read_text()
-    try:
-        source.write_text(original + "\n# a real edit\n")
-        jobs = planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml"))
-    finally:
-        source.write_text(original)
-    assert jobs == {"compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1,
-                    "report": 1, "all": 1}
+
+def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
+    assert jobs_after_edit(workflow, "src/reprsim/plots.py") == {
+        "pair_heatmap": 10, "truncation_figure": 1, "alignment_figure": 1, "report": 1, "all": 1}
+    assert jobs_after_edit(workflow, "src/reprsim/metrics/cka.py") == {
+        "compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1, "report": 1, "all": 1}
+    # the fine-tuning code reruns the fine-tuned model and everything downstream of it, nothing else
+    assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
+        "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1,
+        "compare_pair": 4, "pair_heatmap": 4, "aggregate_pairs": 1, "alignment_figure": 1, "report": 1, "all": 1}
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):

@@ -126,7 +126,7 @@ def load_local(spec: dict) -> dict[str, pd.DataFrame]:
 
 
 # --------------------------------------------------------------------------- hub
-def load_hf(spec: dict) -> dict[str, pd.DataFrame]:  # pragma: no cover - needs a network
+def load_hf(spec: dict) -> dict[str, pd.DataFrame]:
     """Load named splits from the Hugging Face hub (the path real users take)."""
     import datasets
 

@@ -101,7 +101,7 @@ def materialize_model(
         elif source == "package":
             origin = locate_package_model(spec["package"], spec.get("subdir"))
             kwargs = {}
-        else:  # pragma: no cover - needs a network
+        else:
             origin, kwargs = spec["id"], {"revision": spec.get("revision")}
         meta["origin"] = str(origin)
         model = AutoModel.from_pretrained(origin, **kwargs)
