@@ -1,5 +1,6 @@
 # Config-derived logic: names, pairs, wildcard constraints, code dependencies, targets.
 import json
+import os
 import re
 from itertools import combinations_with_replacement
 
@@ -12,7 +13,7 @@ MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED)
 EXTRACT_ON = sorted(config["extraction"]["datasets"])
 REPRESENTATIONS = sorted(config["similarity"]["representations"])
 # Unordered pairs, each model with itself included; names sorted so a pair has one path.
-PAIRS = [(a, b) for a, b in combinations_with_replacement(MODELS, 2)]
+PAIRS = list(combinations_with_replacement(MODELS, 2))
 
 
 def _one_of(names):

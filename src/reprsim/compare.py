@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reprsim.align.linear import LinearAligner, mean_l2
-from reprsim.store import open_store, pooled_rows
+from reprsim.align.linear import LinearAligner, mean_l2, relative_error
 from reprsim.metrics.cka import linear_cka_layers
+from reprsim.store import open_store, pooled_rows
 
 
 def matching_layer(layer: int, depth_from: int, depth_to: int) -> int:
@@ -50,7 +50,7 @@ def _alignment_rows(source: dict, target: dict, ridge: list[float], direction: s
         a, b = (layer_x, layer_y) if direction == "a->b" else (layer_y, layer_x)
         params = json.dumps({"aligner": "linear", "ridge": aligner.ridge_}, sort_keys=True)
         for measure, value in (
-            ("linear_map_rel_error", aligner.score(source["score"][layer_x], target["score"][layer_y])),
+            ("linear_map_rel_error", relative_error(target["score"][layer_y], prediction)),
             ("linear_map_mean_l2", mean_l2(target["score"][layer_y], prediction)),
         ):
             rows.append({"layer_a": a, "layer_b": b, "measure": measure, "kind": "distance",

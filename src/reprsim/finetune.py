@@ -25,7 +25,7 @@ from reprsim.outputs import atomic_directory, write_json
 from reprsim.provenance import hash_directory
 
 
-def _batches(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length: int, device) -> dict:
+def _encode_rows(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length: int, device) -> dict:
     rows = frame.iloc[indices]
     pairs = rows["text_pair"].tolist() if rows["text_pair"].notna().any() else None
     encoded = tokenizer(
@@ -39,7 +39,7 @@ def _batches(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length: in
 
 def _eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> Iterator[dict]:
     for start in range(0, len(frame), batch_size):
-        yield _batches(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
+        yield _encode_rows(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
 
 
 def load_classifier(model_dir: str | Path, device: torch.device):
@@ -92,7 +92,7 @@ def finetune_model(
             permutation, cursor = order.permutation(len(train)), 0
         indices = permutation[cursor:cursor + batch_size]
         cursor += batch_size
-        loss = model(**_batches(tokenizer, train, indices, int(spec["max_length"]), device)).loss
+        loss = model(**_encode_rows(tokenizer, train, indices, int(spec["max_length"]), device)).loss
         loss.backward()
         optimizer.step()
         schedule.step()
@@ -168,8 +168,8 @@ def untuned_truncation(
     correct = np.zeros(layers, dtype=np.int64)
     full_correct = 0
     for batch in progress(
-        list(_eval_batches(tokenizer, frame, batch_size, max_length, device)),
-        unit="batch", desc=f"truncation {Path(model_dir).name}",
+        _eval_batches(tokenizer, frame, batch_size, max_length, device),
+        total=math.ceil(len(frame) / batch_size), unit="batch", desc=f"truncation {Path(model_dir).name}",
     ):
         labels = batch.pop("labels")
         output = model(**batch, output_hidden_states=True)
