@@ -53,24 +53,45 @@ def similarity_heatmap(table: pd.DataFrame, measure: str, out_path: str | Path) 
 
 
 def alignment_curves(table: pd.DataFrame, out_path: str | Path) -> None:
-    """Test-split relative error of the linear map per layer, one line per ordered model pair."""
+    """Test-split relative error of the linear map per layer: one panel per source model,
+    one line per target model (each target keeps its colour in every panel)."""
     rows = table[(table["measure"] == "linear_map_rel_error") & (table["model_a"] != table["model_b"])]
-    fig, ax = plt.subplots(figsize=(7, 4))
     if rows.empty:
+        fig, ax = plt.subplots(figsize=(5, 2))
         ax.text(0.5, 0.5, "no model pairs to align", ha="center", va="center", transform=ax.transAxes)
-    for (model_a, model_b, direction), group in rows.groupby(["model_a", "model_b", "direction"]):
-        source, target = (model_a, model_b) if direction == "a->b" else (model_b, model_a)
-        layer_col = "layer_a" if direction == "a->b" else "layer_b"
-        group = group.sort_values(layer_col)
-        depth = group[layer_col].max() or 1
-        ax.plot(group[layer_col] / depth, group["value"], marker="o", ms=3, label=f"{source} → {target}")
-    ax.set_xlabel("relative depth of the source layer (0 = embeddings, 1 = last block)")
-    ax.set_ylabel("relative error ||Y − g(X)||_F / ||Y||_F  (test)")
-    ax.set_title("Linear least-squares map between models, per matching layer (lower = more similar)", fontsize=9)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    if not rows.empty:
-        ax.legend(fontsize=6, ncol=2, loc="best")
+        ax.set_axis_off()
+        _save(fig, out_path)
+        return
+    forward = rows["direction"] == "a->b"
+    curves = pd.DataFrame({
+        "source": np.where(forward, rows["model_a"], rows["model_b"]),
+        "target": np.where(forward, rows["model_b"], rows["model_a"]),
+        "layer": np.where(forward, rows["layer_a"], rows["layer_b"]),
+        "value": rows["value"].to_numpy(),
+    })
+    sources = sorted(curves["source"].unique())
+    targets = sorted(curves["target"].unique())
+    colours = dict(zip(targets, plt.get_cmap("tab10" if len(targets) <= 10 else "tab20").colors))
+    columns = min(3, len(sources))
+    panel_rows = int(np.ceil(len(sources) / columns))
+    fig, axes = plt.subplots(panel_rows, columns, figsize=(4.2 * columns, 3.0 * panel_rows),
+                             sharey=True, squeeze=False)
+    for ax, source in zip(axes.flat, sources):
+        for target, group in curves[curves["source"] == source].groupby("target"):
+            group = group.sort_values("layer")
+            depth = group["layer"].max() or 1
+            ax.plot(group["layer"] / depth, group["value"], marker="o", ms=3, color=colours[target], label=target)
+        ax.set_title(f"from {source}", fontsize=9)
+        ax.set_xlabel("relative depth of source layer")
+        ax.grid(alpha=0.3)
+        ax.legend(title="to", fontsize=7, title_fontsize=7, loc="upper left")
+    for ax in axes.flat[len(sources):]:
+        ax.set_axis_off()
+    for ax in axes[:, 0]:
+        ax.set_ylabel("||Y − g(X)||_F / ||Y||_F (test)")
+    axes[0, 0].set_ylim(bottom=0)
+    fig.suptitle("Linear least-squares map between models, per matching layer (lower = more similar)", fontsize=10)
+    fig.tight_layout()
     _save(fig, out_path)
 
 

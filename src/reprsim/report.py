@@ -15,10 +15,10 @@ from reprsim.store import open_store
 from reprsim.provenance import versions
 
 
-def _image(path: str | Path, caption: str) -> str:
+def _image(path: str | Path, caption: str, wide: bool = False) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode()
     return (
-        f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}">'
+        f'<figure{" class=wide" if wide else ""}><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}">'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"
     )
 
@@ -112,7 +112,7 @@ def build_report(
             "<h2>Alignment: linear maps between representation spaces</h2>",
             "<p>A least-squares affine map from each layer of one model to the layer at the same relative depth "
             "of the other, fit on train rows and scored on test rows as ||Y − g(X)||_F / ||Y||_F.</p>",
-            _image(alignment_figure, "relative error of the linear map per layer"),
+            _image(alignment_figure, "relative error of the linear map per layer", wide=True),
         ]
         if not errors.empty:
             summary = errors.groupby(["model_a", "model_b", "direction"])["value"].agg(["mean", "min", "max"])
@@ -135,7 +135,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px
 table.data {{ border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0 1.5rem; }}
 table.data th, table.data td {{ padding: 0.25rem 0.6rem; border-bottom: 1px solid #ddd; text-align: right; }}
 .grid {{ display: flex; flex-wrap: wrap; gap: 1rem; }}
-figure {{ margin: 0; }} figure img {{ max-width: 560px; }} figcaption {{ font-size: 0.8rem; color: #555; }}
+figure {{ margin: 0; }} figure img {{ max-width: 560px; }} figure.wide img {{ max-width: 100%; }} figcaption {{ font-size: 0.8rem; color: #555; }}
 .meta {{ font-size: 0.8rem; color: #666; }}
 </style></head><body>
 {"".join(parts)}
