@@ -47,6 +47,31 @@ def _inspect(args: argparse.Namespace) -> int:
     return 2
 
 
+def _parse_param(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--param expects key=value; got {text!r}")
+    key, raw = text.split("=", 1)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word such as estimator=unbiased
+    return key, value
+
+
+def _metric(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from reprsim.metrics import compute
+
+    try:
+        result = compute(args.name, np.load(args.x), np.load(args.y), **dict(args.param))
+    except (ValueError, TypeError) as error:
+        print(f"reprsim metric {args.name}: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({"value": result.value, "meta": result.meta}, default=str))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reprsim", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -57,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     inspect = commands.add_parser("inspect", help="summarise an activation store, model or dataset directory")
     inspect.add_argument("path")
     inspect.set_defaults(run=_inspect)
+    metric = commands.add_parser("metric", help="one similarity measure between two (n, d) .npy arrays, as JSON")
+    metric.add_argument("name", help="measure name, e.g. cka, svcca, pwcca, procrustes")
+    metric.add_argument("x", help="X.npy, shape (n, d1)")
+    metric.add_argument("y", help="Y.npy, shape (n, d2)")
+    metric.add_argument("--param", action="append", default=[], type=_parse_param, metavar="KEY=VALUE",
+                        help="measure parameter (repeatable), e.g. --param estimator=unbiased")
+    metric.set_defaults(run=_metric)
     args = parser.parse_args(argv)
     return args.run(args)
 

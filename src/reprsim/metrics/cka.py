@@ -1,65 +1,201 @@
-"""Linear CKA (Kornblith et al. 2019), biased HSIC estimator, batched over layers.
+"""Centered Kernel Alignment (Kornblith et al. 2019), every estimator in numerics.md, batched over layers.
 
-CKA(X, Y) = ||Xcᵀ Yc||_F² / (||Xcᵀ Xc||_F · ||Ycᵀ Yc||_F), with Xc the column-centred X.
-Feature-space form (d×d products) when n > max(d1, d2), Gram form (n×n) otherwise;
-the two are the same number. Accumulation is in float64 whatever the input dtype.
+CKA(K, L) = HSIC(K, L) / sqrt(HSIC(K, K) · HSIC(L, L)) for Gram matrices K of X and L of Y.
+
+- kernel="linear": K = X Xᵀ. kernel="rbf": K_ij = exp(−||x_i − x_j||² / (2σ²)) with
+  σ = threshold · sqrt(median of the squared distances over distinct pairs i < j).
+- estimator="biased": HSIC₀ = <HKH, HLH>_F (centring by subtracting row, column and grand
+  means, never by multiplying with H). For the linear kernel and n > max(d1, d2) the
+  feature-space form ||Xcᵀ Yc||_F² / (||Xcᵀ Xc||_F ||Ycᵀ Yc||_F) is used; the two agree.
+- estimator="unbiased": Song et al.'s U-statistic HSIC₁ on Grams with zeroed diagonals;
+  needs n ≥ 4; may be negative and is reported as is.
+- minibatch_cka: Nguyen et al. (2021), HSIC₁ summed over equal-size row batches.
+
+All accumulation is in float64 on the inputs' device. A degenerate layer (zero
+self-similarity) gives NaN, never a number biased by an epsilon.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+from reprsim.metrics._inputs import centre, layers, pair
+
+KERNELS = ("linear", "rbf")
+ESTIMATORS = ("biased", "unbiased")
 
 
-def _centred(X: np.ndarray) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    if not np.all(np.isfinite(X)):
-        raise ValueError("activations contain NaN or Inf; CKA is undefined")
-    return X - X.mean(axis=-2, keepdims=True)
+def _check(kernel: str, estimator: str, n: int) -> None:
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}; got {estimator!r}")
+    if estimator == "unbiased" and n < 4:
+        raise ValueError(f"the unbiased HSIC estimator needs n ≥ 4 rows; got n={n}")
+    if n < 2:
+        raise ValueError(f"CKA needs at least 2 rows; got n={n}")
 
 
-def _check_rows(Xs: np.ndarray, Ys: np.ndarray) -> None:
-    if Xs.shape[-2] != Ys.shape[-2]:
-        raise ValueError(f"X and Y must have the same rows (inputs); got n={Xs.shape[-2]} and n={Ys.shape[-2]}")
-    if Xs.shape[-2] < 2:
-        raise ValueError("CKA needs at least 2 rows")
+def _median(values: torch.Tensor) -> torch.Tensor:
+    """Median as numpy defines it (mean of the two middle values for an even count)."""
+    ordered = values.sort().values
+    k = ordered.numel()
+    return ordered[(k - 1) // 2] if k % 2 else (ordered[k // 2 - 1] + ordered[k // 2]) / 2
 
 
-def _self_norms(Zc: np.ndarray, gram: bool) -> np.ndarray:
-    """||Zcᵀ Zc||_F per layer (equal to ||Zc Zcᵀ||_F); zero means a constant layer."""
-    products = Zc @ np.swapaxes(Zc, -1, -2) if gram else np.swapaxes(Zc, -1, -2) @ Zc
-    norms = np.sqrt(np.einsum("lij,lij->l", products, products))
-    return norms
+def gram(Xs: torch.Tensor, kernel: str = "linear", threshold: float = 1.0) -> torch.Tensor:
+    """Gram matrices of (L, n, d) activations: (L, n, n)."""
+    inner = Xs @ Xs.transpose(-1, -2)
+    if kernel == "linear":
+        return inner
+    if threshold <= 0:
+        raise ValueError(f"rbf threshold must be > 0; got {threshold}")
+    norms = torch.diagonal(inner, dim1=-2, dim2=-1)
+    squared = (norms[..., :, None] + norms[..., None, :] - 2 * inner).clamp_min(0)
+    n = Xs.shape[-2]
+    upper = torch.triu_indices(n, n, offset=1, device=Xs.device)
+    grams = []
+    for layer in squared:
+        median = _median(layer[upper[0], upper[1]])
+        if median == 0:
+            raise ValueError("rbf kernel: the median squared distance is 0 (most rows identical); σ is undefined")
+        grams.append(torch.exp(-layer / (2 * threshold**2 * median)))
+    return torch.stack(grams)
 
 
-def linear_cka_layers(Xs: np.ndarray, Ys: np.ndarray) -> np.ndarray:
-    """Linear CKA for every layer pair: Xs (L1, n, d1), Ys (L2, n, d2) -> (L1, L2).
+def centre_gram(K: torch.Tensor) -> torch.Tensor:
+    """HKH in O(n²): subtract row and column means, add the grand mean."""
+    return K - K.mean(dim=-1, keepdim=True) - K.mean(dim=-2, keepdim=True) + K.mean(dim=(-2, -1), keepdim=True)
 
-    Per-layer work (centring, self-similarity) is done once per layer; the cross
-    terms are batched matrix products. A constant layer yields NaN (0/0), never a
-    number biased by an epsilon.
-    """
-    Xs, Ys = np.asarray(Xs), np.asarray(Ys)
-    if Xs.ndim != 3 or Ys.ndim != 3:
-        raise ValueError(f"expected (layers, n, d) arrays; got shapes {Xs.shape} and {Ys.shape}")
-    _check_rows(Xs, Ys)
-    Xc, Yc = _centred(Xs), _centred(Ys)
-    n, d1, d2 = Xs.shape[1], Xs.shape[2], Ys.shape[2]
-    gram = n <= max(d1, d2)
-    x_norm, y_norm = _self_norms(Xc, gram), _self_norms(Yc, gram)
-    cross = np.empty((Xs.shape[0], Ys.shape[0]))
-    if gram:
-        # <Kx, Ky>_F for centred Grams K = Zc Zcᵀ: one (L1, n²) × (n², L2) product
-        Kx = (Xc @ np.swapaxes(Xc, -1, -2)).reshape(Xs.shape[0], -1)
-        Ky = (Yc @ np.swapaxes(Yc, -1, -2)).reshape(Ys.shape[0], -1)
-        cross[:] = Kx @ Ky.T
+
+def _hsic_terms(Ks: torch.Tensor, estimator: str) -> tuple[torch.Tensor, ...]:
+    """Per-layer pieces from which HSIC of any pair is one batched product."""
+    if estimator == "biased":
+        return (centre_gram(Ks).flatten(1),)
+    K = Ks.clone()
+    K.diagonal(dim1=-2, dim2=-1).zero_()
+    rows = K.sum(dim=-1)
+    return K.flatten(1), rows.sum(dim=-1), rows
+
+
+def _hsic_cross(a: tuple, b: tuple, estimator: str, n: int) -> torch.Tensor:
+    """HSIC for every pair of layers (La, Lb) from their terms; HSIC₀ without its 1/(n−1)² (it cancels)."""
+    if estimator == "biased":
+        return a[0] @ b[0].T
+    flat_a, total_a, rows_a = a
+    flat_b, total_b, rows_b = b
+    trace = flat_a @ flat_b.T  # tr(K̃ L̃) for symmetric Grams
+    return (
+        trace + torch.outer(total_a, total_b) / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * (rows_a @ rows_b.T)
+    ) / (n * (n - 3))
+
+
+def _hsic_self(a: tuple, estimator: str, n: int) -> torch.Tensor:
+    if estimator == "biased":
+        return (a[0] ** 2).sum(dim=1)
+    flat, total, rows = a
+    return ((flat**2).sum(dim=1) + total**2 / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * (rows**2).sum(dim=1)) / (
+        n * (n - 3)
+    )
+
+
+def _normalise(cross: torch.Tensor, self_x: torch.Tensor, self_y: torch.Tensor) -> torch.Tensor:
+    denominator = torch.sqrt(torch.outer(self_x, self_y))  # NaN when an unbiased self term is negative
+    return torch.where(denominator > 0, cross / denominator, torch.full_like(cross, float("nan")))
+
+
+def _feature_space_linear(Xc: torch.Tensor, Yc: torch.Tensor) -> torch.Tensor:
+    """Biased linear CKA via d×d products: ||Xcᵀ Yc||_F² / (||Xcᵀ Xc||_F ||Ycᵀ Yc||_F), all layer pairs."""
+    # squared, like HSIC(K, K) = ||Xcᵀ Xc||_F² in the Gram form
+    self_x = torch.linalg.matrix_norm(Xc.transpose(-1, -2) @ Xc) ** 2
+    self_y = torch.linalg.matrix_norm(Yc.transpose(-1, -2) @ Yc) ** 2
+    L2, n, d2 = Yc.shape
+    Y_all = Yc.permute(1, 0, 2).reshape(n, L2 * d2)  # every Y layer side by side: one GEMM per X layer
+    cross = torch.stack([((X.T @ Y_all).reshape(-1, L2, d2) ** 2).sum(dim=(0, 2)) for X in Xc])
+    return _normalise(cross, self_x, self_y)
+
+
+def cka_layers(
+    Xs, Ys, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0
+) -> tuple[torch.Tensor, dict]:
+    """CKA for every layer pair: Xs (L1, n, d1), Ys (L2, n, d2) -> ((L1, L2) tensor, meta)."""
+    Xs = layers(Xs, name="Xs")
+    Ys = layers(Ys, Xs.device, name="Ys")
+    n = Xs.shape[1]
+    if Ys.shape[1] != n:
+        raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
+    _check(kernel, estimator, n)
+    feature = kernel == "linear" and estimator == "biased" and n > max(Xs.shape[2], Ys.shape[2])
+    if feature:
+        values = _feature_space_linear(centre(Xs), centre(Ys))
     else:
-        for i, X in enumerate(Xc):  # (L2, d1, d2) at a time bounds memory
-            products = X.T[None] @ Yc
-            cross[i] = np.einsum("lij,lij->l", products, products)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return cross / np.outer(x_norm, y_norm)
+        terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
+        terms_y = _hsic_terms(gram(Ys, kernel, threshold), estimator)
+        values = _normalise(
+            _hsic_cross(terms_x, terms_y, estimator, n),
+            _hsic_self(terms_x, estimator, n),
+            _hsic_self(terms_y, estimator, n),
+        )
+    meta = {"kernel": kernel, "estimator": estimator, "form": "feature" if feature else "gram"}
+    if kernel == "rbf":
+        meta["threshold"] = threshold
+    return values, meta
 
 
-def linear_cka(X: np.ndarray, Y: np.ndarray) -> float:
-    """Linear CKA of X (n, d1) and Y (n, d2)."""
-    return float(linear_cka_layers(np.asarray(X)[None], np.asarray(Y)[None])[0, 0])
+def minibatch_cka_layers(Xs, Ys, batch_size: int, kernel: str = "linear", threshold: float = 1.0
+                         ) -> tuple[torch.Tensor, dict]:
+    """Nguyen et al. (2021): Σ_b HSIC₁(K_b, L_b) / sqrt(Σ_b HSIC₁(K_b, K_b) · Σ_b HSIC₁(L_b, L_b)).
+
+    Rows are split in order into k = n // batch_size batches of equal size; the
+    remainder is dropped and reported.
+    """
+    Xs = layers(Xs, name="Xs")
+    Ys = layers(Ys, Xs.device, name="Ys")
+    n = Xs.shape[1]
+    if Ys.shape[1] != n:
+        raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
+    _check(kernel, "unbiased", batch_size)
+    batches = n // batch_size
+    if batches < 1:
+        raise ValueError(f"batch_size {batch_size} is larger than n={n}")
+    cross = self_x = self_y = 0
+    for b in range(batches):
+        rows = slice(b * batch_size, (b + 1) * batch_size)
+        terms_x = _hsic_terms(gram(Xs[:, rows], kernel, threshold), "unbiased")
+        terms_y = _hsic_terms(gram(Ys[:, rows], kernel, threshold), "unbiased")
+        cross = cross + _hsic_cross(terms_x, terms_y, "unbiased", batch_size)
+        self_x = self_x + _hsic_self(terms_x, "unbiased", batch_size)
+        self_y = self_y + _hsic_self(terms_y, "unbiased", batch_size)
+    meta = {"kernel": kernel, "estimator": "unbiased-minibatch", "batch_size": batch_size,
+            "n_batches": batches, "dropped_rows": n - batches * batch_size}
+    return _normalise(cross, self_x, self_y), meta
+
+
+def cka(X, Y, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0) -> float:
+    """CKA of X (n, d1) and Y (n, d2)."""
+    X, Y = pair(X, Y)
+    return float(cka_layers(X[None], Y[None], kernel, estimator, threshold)[0][0, 0])
+
+
+def arccos_distance(value: float) -> float:
+    """Angular CKA distance arccos(CKA) (Williams et al. 2021): 0 for identical representations."""
+    if not -1.0 - 1e-12 <= value <= 1.0 + 1e-12:
+        raise ValueError(f"arccos distance needs CKA in [-1, 1]; got {value}")
+    return float(np.arccos(np.clip(value, -1.0, 1.0)))
+
+
+def model_distance(cka_per_layer) -> float:
+    """Brown et al. (2023, eq. 2): sqrt(Σ_l arccos(CKA(X_l, Y_l))²) over aligned layers of equal-depth models."""
+    return float(np.sqrt(sum(arccos_distance(float(v)) ** 2 for v in np.asarray(cka_per_layer).ravel())))
+
+
+# numpy in, numpy out: the pairwise workflow jobs' entry points
+def linear_cka_layers(Xs, Ys) -> np.ndarray:
+    """Biased linear CKA for every layer pair (numpy (L1, n, d1), (L2, n, d2) -> (L1, L2))."""
+    return cka_layers(Xs, Ys)[0].cpu().numpy()
+
+
+def linear_cka(X, Y) -> float:
+    """Biased linear CKA of X (n, d1) and Y (n, d2)."""
+    return cka(X, Y)

@@ -1,0 +1,111 @@
+"""CCA, SVCCA (Raghu et al. 2017) and PWCCA (Morcos et al. 2018), following numerics.md.
+
+Inputs are centred. When n ≤ d on a side, CCA of the raw spaces is trivially 1, so
+each side must be reduced by PCA to its top min(n − 1, d, pca_dims) components: with
+n ≤ d the caller has to name `pca_dims` (below n − 1), otherwise it is an error. Any
+reduction is recorded in the meta (pca_x, pca_y, k_x, k_y). Orthonormal bases come from an SVD with a rank cut at relative
+singular value 1e-10; canonical correlations are the singular values of Qxᵀ Qy.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from reprsim.metrics._inputs import centre, pair
+
+RANK_CUTOFF = 1e-10
+DIRECTIONS = ("x", "y", "min")
+
+
+def _basis(Zc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """U, S, Vᵀ of centred Zc restricted to singular values above the relative cut-off."""
+    U, S, Vt = torch.linalg.svd(Zc, full_matrices=False)
+    keep = S > RANK_CUTOFF * S[0] if S.numel() and S[0] > 0 else torch.zeros_like(S, dtype=torch.bool)
+    if not keep.any():
+        raise ValueError("a representation is constant (rank 0); CCA is undefined")
+    return U[:, keep], S[keep], Vt[keep]
+
+
+def prepare(Z: torch.Tensor, pca_dims: int | None = None, variance: float | None = None) -> dict:
+    """Centre Z, reduce it when needed (n ≤ d, SVCCA's variance threshold) and return its basis."""
+    n, d = Z.shape
+    if n <= d and variance is None and not (pca_dims and pca_dims < n - 1):
+        raise ValueError(
+            f"n={n} ≤ d={d}: CCA of the raw spaces is trivially 1; pass pca_dims < n − 1 "
+            "to compare the top principal directions instead"
+        )
+    Zc = centre(Z)
+    U, S, _ = _basis(Zc)
+    reduced_to = None
+    limit = min(n - 1, d, pca_dims) if pca_dims else min(n - 1, d)
+    if n <= d or (pca_dims and pca_dims < U.shape[1]):
+        reduced_to = min(limit, U.shape[1])  # top principal directions: U is sorted by singular value
+    if variance is not None:
+        energy = torch.cumsum(S**2, 0) / torch.sum(S**2)
+        k = int(torch.searchsorted(energy, torch.tensor(variance, dtype=energy.dtype, device=energy.device)).item()) + 1
+        reduced_to = min(k, reduced_to or k)
+    rank = U.shape[1]
+    if reduced_to is not None:
+        U = U[:, :reduced_to]
+    return {"centred": Zc, "basis": U, "dims": int(U.shape[1]), "pca": U.shape[1] < rank}
+
+
+def canonical(px: dict, py: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Canonical correlations ρ (descending) and the rotations A, B with Qxᵀ Qy = A diag(ρ) Bᵀ."""
+    A, rho, Bt = torch.linalg.svd(px["basis"].T @ py["basis"], full_matrices=False)
+    return rho.clamp(0.0, 1.0), A, Bt.T
+
+
+def _pwcca_weights(prepared: dict, rotation: torch.Tensor) -> torch.Tensor:
+    """α_i = Σ_j |<h_i, z_j>| with h_i the orthonormal canonical variates and z_j the centred neurons."""
+    variates = prepared["basis"] @ rotation  # (n, c), orthonormal columns
+    return (variates.T @ prepared["centred"]).abs().sum(dim=1)
+
+
+def cca_from(px: dict, py: dict) -> tuple[float, dict]:
+    rho, _, _ = canonical(px, py)
+    return float(rho.mean()), {"mean_rho_squared": float((rho**2).mean()), "rho": rho.tolist()}
+
+
+def pwcca_from(px: dict, py: dict, direction: str) -> tuple[float, dict]:
+    rho, A, B = canonical(px, py)
+    values = {}
+    for side, prepared, rotation in (("x", px, A), ("y", py, B)):
+        alpha = _pwcca_weights(prepared, rotation[:, : rho.numel()])
+        values[side] = float((alpha * rho).sum() / alpha.sum())
+    if direction == "min":
+        direction = "x" if px["centred"].shape[1] <= py["centred"].shape[1] else "y"
+    return values[direction], {"weights_from": direction, "pwcca_x": values["x"], "pwcca_y": values["y"],
+                               "rho": rho.tolist()}
+
+
+def _meta(px: dict, py: dict) -> dict:
+    return {"k_x": px["dims"], "k_y": py["dims"], "pca_x": px["pca"], "pca_y": py["pca"]}
+
+
+def cca(X, Y, pca_dims: int | None = None) -> tuple[float, dict]:
+    """Mean canonical correlation; all ρ and mean ρ² in the meta."""
+    X, Y = pair(X, Y)
+    px, py = prepare(X, pca_dims), prepare(Y, pca_dims)
+    value, meta = cca_from(px, py)
+    return value, {**meta, **_meta(px, py)}
+
+
+def svcca(X, Y, threshold: float = 0.99, pca_dims: int | None = None) -> tuple[float, dict]:
+    """SVCCA: per side the fewest directions keeping `threshold` of the variance (s²), then mean CCA."""
+    if not 0 < threshold <= 1:
+        raise ValueError(f"svcca threshold must be in (0, 1]; got {threshold}")
+    X, Y = pair(X, Y)
+    px, py = prepare(X, pca_dims, threshold), prepare(Y, pca_dims, threshold)
+    value, meta = cca_from(px, py)
+    return value, {**meta, **_meta(px, py), "threshold": threshold}
+
+
+def pwcca(X, Y, direction: str = "min", pca_dims: int | None = None) -> tuple[float, dict]:
+    """PWCCA(X→Y) weighted by X's neurons (direction x), Y's (y), or the narrower side's (min)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"pwcca direction must be one of {DIRECTIONS}; got {direction!r}")
+    X, Y = pair(X, Y)
+    px, py = prepare(X, pca_dims), prepare(Y, pca_dims)
+    value, meta = pwcca_from(px, py, direction)
+    return value, {**meta, **_meta(px, py)}

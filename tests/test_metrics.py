@@ -1,0 +1,131 @@
+"""The measure library's API: every measure by name, its properties, batching, nulls, degenerate inputs."""
+
+import numpy as np
+import pytest
+import torch
+
+from reprsim.metrics import MEASURES, compute, compute_layers, null
+
+PARAMS = {"cka_minibatch": {"batch_size": 20}, "mutual_knn": {"k": 5}}
+
+
+@pytest.fixture()
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 8))
+    Y = X @ rng.normal(size=(8, 5)) + 0.5 * rng.normal(size=(60, 5))
+    return rng, X, Y
+
+
+@pytest.mark.parametrize("name", sorted(MEASURES))
+def test_identity(name, data):
+    _, X, _ = data
+    result = compute(name, X, X, **PARAMS.get(name, {}))
+    assert result.value == pytest.approx(0.0 if result.meta["kind"] == "distance" else 1.0, abs=1e-7)
+    assert result.meta["measure"] == name and result.meta["n"] == 60
+
+
+@pytest.mark.parametrize("name", sorted(MEASURES))
+def test_batched_layers_equal_compute(name, data):
+    rng, X, Y = data
+    Xs = np.stack([X, X + rng.normal(size=X.shape)])
+    Ys = np.stack([Y, rng.normal(size=Y.shape), Y * 2])
+    batched = compute_layers(name, Xs, Ys, **PARAMS.get(name, {})).values
+    assert batched.shape == (2, 3)
+    for i in range(2):
+        for j in range(3):
+            assert batched[i, j] == pytest.approx(compute(name, Xs[i], Ys[j], **PARAMS.get(name, {})).value, abs=1e-10)
+
+
+@pytest.mark.parametrize("name", ["cka", "cca", "svcca", "procrustes", "mutual_knn"])
+def test_symmetric_measures(name, data):
+    _, X, Y = data
+    assert compute(name, X, Y).value == pytest.approx(compute(name, Y, X).value, abs=1e-10)
+
+
+@pytest.mark.parametrize("name", ["cca", "svcca"])
+def test_cca_invariant_to_invertible_linear_maps(name, data):
+    rng, X, Y = data
+    A = rng.normal(size=(8, 8)) + 3 * np.eye(8)
+    kwargs = {"threshold": 1.0} if name == "svcca" else {}
+    assert compute(name, X @ A + 2, Y, **kwargs).value == pytest.approx(compute(name, X, Y, **kwargs).value, abs=1e-10)
+
+
+def test_procrustes_zero_under_rotation_and_bounded(data):
+    rng, X, Y = data
+    Q, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+    assert compute("procrustes", X, 4 * X @ Q - 1).value == pytest.approx(0.0, abs=1e-6)
+    assert 0 < compute("procrustes", X, Y).value <= np.pi / 2
+
+
+def test_pwcca_directions_with_unequal_widths(data):
+    _, X, Y = data
+    for direction in ("x", "y", "min"):
+        value = compute("pwcca", X, Y, direction=direction).value
+        assert 0 < value <= 1
+    meta = compute("pwcca", X, Y).meta
+    assert meta["weights_from"] == "y"  # Y has fewer neurons
+    assert compute("pwcca", Y, X, direction="x").value == pytest.approx(meta["pwcca_y"], abs=1e-12)
+
+
+def test_cca_reduces_by_pca_when_n_not_above_d():
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(20, 50)), rng.normal(size=(20, 30))
+    with pytest.raises(ValueError, match="trivially 1"):
+        compute("cca", X, Y)
+    meta = compute("cca", X, Y, pca_dims=10).meta
+    assert meta["pca_x"] and meta["pca_y"] and meta["k_x"] == 10 and meta["k_y"] == 10
+
+
+def test_svcca_keeps_99_percent_of_variance():
+    rng = np.random.default_rng(2)
+    scales = np.array([10.0, 5.0, 1.0, 0.01, 0.01])
+    X = rng.normal(size=(500, 5)) * scales
+    meta = compute("svcca", X, X[:, ::-1].copy()).meta
+    assert meta["k_x"] == 2  # 100 + 25 of 126.0002 is 99.2%
+
+
+def test_null_separates_related_from_unrelated(data):
+    rng, X, Y = data
+    related = null("cka", X, Y, n_permutations=40, seed=1)
+    assert related.meta["p_value"] == pytest.approx(1 / 41)
+    unrelated = null("cka", X, rng.normal(size=(60, 5)), n_permutations=40, seed=1)
+    assert unrelated.meta["p_value"] > 0.05
+    assert unrelated.meta["null_mean"] > 0  # biased CKA of independent data is far from 0
+
+
+def test_degenerate_inputs_are_named(data):
+    _, X, Y = data
+    constant = X.copy()
+    constant[:, 0] = 1.0
+    with pytest.raises(ValueError, match="constant neuron"):
+        compute("neuronsim", constant, Y)
+    with pytest.raises(ValueError, match="same rows"):
+        compute("cca", X, Y[:50])
+    with pytest.raises(ValueError, match="NaN"):
+        compute("cka", np.full_like(X, np.nan), Y)
+    with pytest.raises(ValueError, match="unknown measure"):
+        compute("cosine", X, Y)
+
+
+def test_float32_torch_inputs_are_recorded_and_agree(data):
+    _, X, Y = data
+    result = compute("svcca", torch.tensor(X, dtype=torch.float32), torch.tensor(Y, dtype=torch.float32))
+    assert result.meta["dtype"] == "float32"
+    assert result.value == pytest.approx(compute("svcca", X, Y).value, abs=1e-5)
+
+
+def test_cli_prints_value_and_meta(tmp_path, data, capsys):
+    import json
+
+    from reprsim.cli import main
+
+    _, X, Y = data
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "y.npy", Y)
+    assert main(["metric", "cka", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"),
+                 "--param", "estimator=unbiased"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["value"] == pytest.approx(compute("cka", X, Y, estimator="unbiased").value)
+    assert printed["meta"]["estimator"] == "unbiased"
+    assert main(["metric", "cka", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--param", "kernel=poly"]) == 2
