@@ -4,6 +4,7 @@ import os
 import re
 from itertools import combinations_with_replacement
 
+from reprsim.aggregate import first_label
 from reprsim.codedeps import code_dependencies
 
 DATASETS = sorted(config["datasets"])
@@ -98,6 +99,16 @@ def all_truncation_tables():
 def all_truncation_figures():
     return [t.replace("results/finetune/", "results/figures/finetune/").replace(".parquet", ".png")
             for t in all_truncation_tables()]
+
+
+def summary_figures():
+    """Model distances when the distance measure is configured; localization when neuronsim and svcca are."""
+    figures = []
+    if config["report"]["distance_measure"] in config["measures"]:
+        figures.append("results/figures/summary/model_distance.png")
+    if first_label(config["measures"], "neuronsim") and first_label(config["measures"], "svcca"):
+        figures.append("results/figures/summary/localization.png")
+    return figures
 
 
 def all_targets():

@@ -11,7 +11,8 @@ rule compare_pair:
     log:
         "results/logs/pairs/{representation}/{dataset}/{model_a}__{model_b}.log",
     params:
-        similarity=canonical(config["similarity"] | {"representations": None}),
+        split=config["similarity"]["split"],
+        measures=canonical(config["measures"]),
         alignment=canonical(config["alignment"]),
     threads: 1
     resources:

@@ -78,6 +78,50 @@ rule alignment_figure:
         "../scripts/plot_figures.py"
 
 
+rule model_distance_figure:
+    input:
+        table="results/tables/pairs.parquet",
+        code=code("plot_figures"),
+    output:
+        figure=report(
+            "results/figures/summary/model_distance.png",
+            category="Similarity",
+            caption="../report/model_distance.rst",
+        ),
+    log:
+        "results/logs/figures/model_distance.log",
+    params:
+        kind="model_distance",
+        label=config["report"]["distance_measure"],
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
+rule localization_figure:
+    input:
+        table="results/tables/pairs.parquet",
+        code=code("plot_figures"),
+    output:
+        scores="results/tables/localization.parquet",
+        figure=report(
+            "results/figures/summary/localization.png",
+            category="Similarity",
+            caption="../report/localization.rst",
+        ),
+    log:
+        "results/logs/figures/localization.log",
+    params:
+        kind="localization",
+        neuronsim=first_label(config["measures"], "neuronsim"),
+        svcca=first_label(config["measures"], "svcca"),
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
 rule report:
     input:
         datasets=[dataset_dir(d) for d in DATASETS],
@@ -86,6 +130,7 @@ rule report:
         pairs="results/tables/pairs.parquet",
         heatmaps=all_heatmaps(),
         alignment=["results/figures/alignment/linear_map_error.png"] if config["alignment"]["enabled"] else [],
+        summaries=summary_figures(),
         truncation_tables=all_truncation_tables(),
         truncation_figures=all_truncation_figures(),
         code=code("build_report"),

@@ -12,6 +12,7 @@ with tee_to_log(snakemake.log[0]):
         pairs_table=snakemake.input.pairs,
         heatmaps=list(snakemake.input.heatmaps),
         alignment_figure=snakemake.input.alignment[0] if snakemake.input.alignment else None,
+        summary_figures=list(snakemake.input.summaries),
         truncation_tables=list(snakemake.input.truncation_tables),
         truncation_figures=list(snakemake.input.truncation_figures),
     )

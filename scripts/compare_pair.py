@@ -5,13 +5,12 @@ from reprsim.compare import compare_pair
 from reprsim.logs import tee_to_log
 
 with tee_to_log(snakemake.log[0]):
-    similarity = json.loads(snakemake.params.similarity)
     table = compare_pair(
         snakemake.input.a,
         snakemake.input.b,
         representation=snakemake.wildcards.representation,
-        split=similarity["split"],
-        measures=similarity["measures"],
+        split=snakemake.params.split,
+        measures=json.loads(snakemake.params.measures),
         alignment=json.loads(snakemake.params.alignment),
     )
     table.to_parquet(snakemake.output.table, index=False)

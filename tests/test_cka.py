@@ -85,7 +85,8 @@ def test_degenerate_inputs():
 # --------------------------------------------------------------------------- all estimators
 import torch  # noqa: E402
 
-from reprsim.metrics.cka import cka, cka_layers, minibatch_cka_layers, model_distance  # noqa: E402
+from reprsim.metrics.cka import cka, cka_layers, minibatch_cka_layers  # noqa: E402
+from reprsim.metrics.distance import model_distance  # noqa: E402
 
 
 def reference_hsic(K, L, estimator):

@@ -28,11 +28,19 @@ def test_shipped_configs_are_valid(path):
 
 def test_defaults_are_filled(default_config):
     del default_config["extraction"]
+    del default_config["measures"]
     config = validate_config(default_config)
     assert config["extraction"]["batch_size"] == 32
     assert config["extraction"]["poolings"] == ["mean", "cls", "last"]
     assert config["models"]["minilm-ft-s1"]["warmup_fraction"] == 0.1
-    assert config["similarity"]["measures"] == ["linear_cka"]
+    assert config["measures"] == {"linear_cka": {"measure": "cka", "params": {"kernel": "linear", "estimator": "biased"},
+                                                 "null_permutations": 0, "null_seed": 0}}
+
+
+def test_measure_parameters_are_checked(default_config):
+    default_config["measures"]["svcca"]["params"] = {"treshold": 0.9}
+    message = problems_of(default_config)
+    assert "measures.svcca.params" in message and "'treshold'" in message and "threshold" in message
 
 
 def test_unknown_top_level_key(default_config):

@@ -129,3 +129,20 @@ def test_cli_prints_value_and_meta(tmp_path, data, capsys):
     assert printed["value"] == pytest.approx(compute("cka", X, Y, estimator="unbiased").value)
     assert printed["meta"]["estimator"] == "unbiased"
     assert main(["metric", "cka", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--param", "kernel=poly"]) == 2
+
+
+def test_null_layers_match_single_pair_nulls(data):
+    from reprsim.metrics import null_layers
+
+    rng, X, Y = data
+    result = null_layers("cka", X[None], np.stack([Y, rng.normal(size=Y.shape)]), n_permutations=30, seed=4)
+    single = null("cka", X, Y, n_permutations=30, seed=4)
+    assert result.meta["null_mean"][0, 0] == pytest.approx(single.meta["null_mean"], abs=1e-12)
+    assert result.meta["p_value"][0, 0] == pytest.approx(single.meta["p_value"])
+    assert result.meta["p_value"][0, 1] > 0.05
+
+
+def test_unknown_parameter_is_named(data):
+    _, X, Y = data
+    with pytest.raises(ValueError, match="estimatr"):
+        compute("cka", X, Y, estimatr="unbiased")

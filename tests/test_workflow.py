@@ -74,6 +74,23 @@ def test_pair_tables_are_tidy_and_self_cka_is_one(workflow):
             assert directions == {"a->b", "b->a"}
 
 
+def test_every_configured_measure_and_its_null(workflow):
+    table = pd.read_parquet(workflow / "results" / "tables" / "pairs.parquet")
+    labels = set(yaml.safe_load(TINY.read_text())["measures"])
+    assert labels <= set(table["measure"])
+    cka = table[table["measure"] == "linear_cka"]
+    assert cka["null_p"].between(0, 1).all() and (cka["n_permutations"] == 20).all()
+    assert table[table["measure"] == "svcca"]["null_p"].isna().all()
+    neuronsim = table[(table["measure"] == "neuronsim") & (table["model_a"] != table["model_b"])]
+    assert set(neuronsim["direction"]) == {"a->b", "b->a"}
+
+
+def test_summaries_cover_every_layer(workflow):
+    scores = pd.read_parquet(workflow / "results" / "tables" / "localization.parquet")
+    assert len(scores) == sum(LAYERS.values())
+    assert np.isfinite(scores["localization"]).all()
+
+
 def test_truncation_table(workflow):
     table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "truncation.parquet")
     untuned = table[table["mode"] == "UNTUNED"].sort_values("layer")
@@ -83,7 +100,8 @@ def test_truncation_table(workflow):
 
 def test_report_shows_figures_and_provenance(workflow):
     page = (workflow / "results" / "report" / "index.html").read_text()
-    assert page.count("<img src=\"data:image/png;base64,") == 10 + 1 + 1  # heatmaps, alignment, truncation
+    # pair heatmaps, alignment, truncation, model distance, localization
+    assert page.count("<img src=\"data:image/png;base64,") == 10 + 1 + 1 + 1 + 1
     for model in MODELS:
         assert model in page
     assert "content hash" in page and "builtin" in page
@@ -115,14 +133,18 @@ def jobs_after_edit(workflow, relative_path):
 
 
 def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
+    summaries = {"model_distance_figure": 1, "localization_figure": 1}
     assert jobs_after_edit(workflow, "src/reprsim/plots.py") == {
-        "pair_heatmap": 10, "truncation_figure": 1, "alignment_figure": 1, "report": 1, "all": 1}
+        "pair_heatmap": 10, "truncation_figure": 1, "alignment_figure": 1, **summaries, "report": 1, "all": 1}
+    # figures import reprsim.metrics (its lazy __init__ names cka), so they count it as their code too
     assert jobs_after_edit(workflow, "src/reprsim/metrics/cka.py") == {
-        "compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1, "report": 1, "all": 1}
+        "compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
+        "truncation_figure": 1, "report": 1, "all": 1}
     # the fine-tuning code reruns the fine-tuned model and everything downstream of it, nothing else
     assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
         "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1,
-        "compare_pair": 4, "pair_heatmap": 4, "aggregate_pairs": 1, "alignment_figure": 1, "report": 1, "all": 1}
+        "compare_pair": 4, "pair_heatmap": 4, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
+        "report": 1, "all": 1}
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):
@@ -132,7 +154,8 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
     output = dry_run(workflow, "--configfile", "more.yaml")
     jobs = planned_jobs(output)
     assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 5, "pair_heatmap": 5,
-                    "aggregate_pairs": 1, "alignment_figure": 1, "report": 1, "all": 1}
+                    "aggregate_pairs": 1, "alignment_figure": 1, "model_distance_figure": 1,
+                    "localization_figure": 1, "report": 1, "all": 1}
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
     assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 5
 

@@ -1,7 +1,9 @@
 """One pairwise job: every layer pair of two models' stores, as a tidy table.
 
-Rows: dataset, representation, model_a, model_b, layer_a, layer_b, measure, kind
-(similarity or distance), direction, split, n, params, value.
+Rows: dataset, representation, model_a, model_b, layer_a, layer_b, measure (the
+config's label), kind (similarity or distance), direction (symmetric, a->b: layer_a's
+side is X, b->a), split, n, params (JSON), value, null_mean, null_std, null_p and
+n_permutations (NaN and 0 when no null was asked for), meta (JSON).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reprsim.align.linear import LinearAligner, mean_l2, relative_error
-from reprsim.metrics.cka import linear_cka_layers
+from reprsim.metrics import MEASURES, compute_layers, null_layers
 from reprsim.store import open_store, pooled_rows
 
 
@@ -49,12 +51,41 @@ def _alignment_rows(source: dict, target: dict, ridge: list[float], direction: s
         prediction = aligner.transform(source["score"][layer_x])
         a, b = (layer_x, layer_y) if direction == "a->b" else (layer_y, layer_x)
         params = json.dumps({"aligner": "linear", "ridge": aligner.ridge_}, sort_keys=True)
+        meta = json.dumps({"rank": aligner.rank_, "validation_errors": aligner.validation_errors_}, sort_keys=True)
         for measure, value in (
             ("linear_map_rel_error", relative_error(target["score"][layer_y], prediction)),
             ("linear_map_mean_l2", mean_l2(target["score"][layer_y], prediction)),
         ):
             rows.append({"layer_a": a, "layer_b": b, "measure": measure, "kind": "distance",
-                         "direction": direction, "params": params, "value": value})
+                         "direction": direction, "params": params, "value": value, "n_permutations": 0,
+                         "null_mean": np.nan, "null_std": np.nan, "null_p": np.nan, "meta": meta})
+    return rows
+
+
+def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, transpose: bool, direction: str
+                  ) -> list[dict]:
+    """Rows for one configured measure in one direction (Xs's layers vs Ys's layers)."""
+    name, params = spec["measure"], spec.get("params", {})
+    permutations = int(spec.get("null_permutations", 0))
+    if permutations:
+        result = null_layers(name, Xs, Ys, n_permutations=permutations, seed=int(spec.get("null_seed", 0)), **params)
+    else:
+        result = compute_layers(name, Xs, Ys, **params)
+    per_pair = result.meta.get("per_pair", {})
+    shared = {k: v for k, v in result.meta.items()
+              if k not in ("per_pair", "null_mean", "null_std", "p_value") and not isinstance(v, np.ndarray)}
+    rows = []
+    for (i, j), value in np.ndenumerate(result.values):
+        row = {
+            "layer_a": j if transpose else i, "layer_b": i if transpose else j, "measure": label,
+            "kind": result.meta["kind"], "direction": direction, "params": json.dumps(params, sort_keys=True),
+            "value": float(value), "n_permutations": permutations,
+            "null_mean": float(result.meta["null_mean"][i, j]) if permutations else np.nan,
+            "null_std": float(result.meta["null_std"][i, j]) if permutations else np.nan,
+            "null_p": float(result.meta["p_value"][i, j]) if permutations else np.nan,
+            "meta": json.dumps({**shared, **per_pair.get((i, j), {})}, sort_keys=True, default=str),
+        }
+        rows.append(row)
     return rows
 
 
@@ -64,28 +95,32 @@ def compare_pair(
     *,
     representation: str,
     split: str,
-    measures: list[str],
+    measures: dict[str, dict],
     alignment: dict,
 ) -> pd.DataFrame:
-    """All layer pairs of linear CKA, plus the linear aligner per matching layer (both directions).
+    """Every configured measure for all layer pairs (asymmetric ones in both directions),
+    plus the linear aligner per matching layer (both directions).
 
-    The aligner is fit on `fit_split` rows, its ridge chosen on `select_split` rows and
-    its error reported on `score_split` rows, which it never sees before.
+    `measures` maps a label to {measure, params, null_permutations, null_seed}. The aligner
+    is fit on `fit_split` rows, its ridge chosen on `select_split` rows and its error
+    reported on `score_split` rows, which it never sees before.
     """
     store_a, store_b = open_store(store_a_path), open_store(store_b_path)
     model_a, model_b = store_a.attrs["model"], store_b.attrs["model"]
     _check_same_rows(store_a, store_b, split, (model_a, model_b))
     Xs, Ys = pooled_rows(store_a, representation, split), pooled_rows(store_b, representation, split)
-    n = Xs.shape[1]
     rows = []
-    for measure in measures:
-        if measure != "linear_cka":
-            raise ValueError(f"unknown measure {measure!r}; available: linear_cka")
-        values = linear_cka_layers(Xs, Ys)
-        for (a, b), value in np.ndenumerate(values):
-            rows.append({"layer_a": a, "layer_b": b, "measure": measure, "kind": "similarity",
-                         "direction": "symmetric", "value": float(value)})
-    table = pd.DataFrame(rows).assign(split=split, n=n, params=json.dumps({"kernel": "linear", "estimator": "biased"}))
+    for label, spec in measures.items():
+        symmetric = MEASURES[spec["measure"]][2]
+        try:
+            if symmetric:
+                rows += _measure_rows(label, spec, Xs, Ys, transpose=False, direction="symmetric")
+            else:
+                rows += _measure_rows(label, spec, Xs, Ys, transpose=False, direction="a->b")
+                rows += _measure_rows(label, spec, Ys, Xs, transpose=True, direction="b->a")
+        except ValueError as error:
+            raise ValueError(f"measure {label!r} ({spec['measure']}) on {model_a} vs {model_b}: {error}") from error
+    table = pd.DataFrame(rows).assign(split=split, n=Xs.shape[1])
     if alignment["enabled"]:
         roles = {"fit": alignment["fit_split"], "select": alignment["select_split"], "score": alignment["score_split"]}
         for split_name in set(roles.values()):

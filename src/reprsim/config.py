@@ -122,6 +122,17 @@ def _reference_errors(config: dict) -> Iterator[str]:
                 f"key 'extraction.datasets' names {name!r}, which is not a dataset in this config; "
                 f"defined datasets: {', '.join(sorted(datasets))}"
             )
+    from reprsim.metrics import check_params
+
+    for label, spec in config.get("measures", {}).items():
+        try:
+            check_params(spec["measure"], spec.get("params", {}))
+        except ValueError as error:
+            yield f"key 'measures.{label}.params': {error}"
+    distance = config.get("report", {}).get("distance_measure")
+    measures = config.get("measures", {})
+    if distance is not None and distance in measures and measures[distance]["measure"] != "cka":
+        yield f"key 'report.distance_measure' is {distance!r}, a {measures[distance]['measure']} measure; it must name a cka measure"
     extracted = config.get("extraction", {}).get("splits", [])
     wanted = {"similarity.split": config.get("similarity", {}).get("split")}
     alignment = config.get("alignment", {})

@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-MEASURE_LABELS = {"linear_cka": "linear CKA"}
+MEASURE_LABELS = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
+                  "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes distance", "mutual_knn": "mutual k-NN"}
 SIMILARITY_RANGE = (0.0, 1.0)
 
 
@@ -25,30 +26,103 @@ def _save(fig, out_path: str | Path) -> None:
     plt.close(fig)
 
 
+def _colour_range(kind: str, measure: str) -> tuple[float, float]:
+    """One fixed scale per measure, so every pair's panel for it reads the same."""
+    if kind == "distance":
+        return 0.0, float(np.pi / 2)  # Procrustes angular distance
+    return SIMILARITY_RANGE
+
+
+def _heatmap_panel(ax, rows: pd.DataFrame, title: str, model_a: str, model_b: str) -> None:
+    matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").sort_index().sort_index(axis=1)
+    low, high = _colour_range(rows["kind"].iloc[0], rows["measure"].iloc[0])
+    image = ax.imshow(matrix.to_numpy(), origin="lower", cmap="magma", vmin=low, vmax=high, aspect="auto")
+    if matrix.size <= 400:
+        for (i, j), value in np.ndenumerate(matrix.to_numpy()):
+            bright = (value - low) / (high - low) > 0.6
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=5.5, color="black" if bright else "white")
+    ax.set_xticks(range(matrix.shape[1]), matrix.columns, fontsize=7)
+    ax.set_yticks(range(matrix.shape[0]), matrix.index, fontsize=7)
+    ax.set_xlabel(f"layer of {model_b}", fontsize=8)
+    ax.set_ylabel(f"layer of {model_a}", fontsize=8)
+    ax.set_title(title, fontsize=8)
+    plt.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
+
+
+def pair_heatmaps(table: pd.DataFrame, out_path: str | Path) -> None:
+    """One heatmap per configured measure (and direction, for asymmetric ones) for one model pair."""
+    rows = table[~table["measure"].str.startswith("linear_map_")]
+    if rows.empty:
+        raise ValueError("table has no similarity measure rows")
+    first = rows.iloc[0]
+    panels = [(key, group) for key, group in rows.groupby(["measure", "direction"], sort=False)]
+    columns = min(4, len(panels))
+    panel_rows = int(np.ceil(len(panels) / columns))
+    layers_a, layers_b = rows["layer_a"].nunique(), rows["layer_b"].nunique()
+    width, height = 1.6 + 0.32 * layers_b, 1.3 + 0.32 * layers_a
+    fig, axes = plt.subplots(panel_rows, columns, figsize=(width * columns, height * panel_rows), squeeze=False)
+    for ax, ((measure, direction), group) in zip(axes.flat, panels):
+        arrow = {"a->b": f" ({first['model_a']}→{first['model_b']})",
+                 "b->a": f" ({first['model_b']}→{first['model_a']})"}.get(direction, "")
+        kind = "distance" if group["kind"].iloc[0] == "distance" else "similarity"
+        _heatmap_panel(ax, group, f"{MEASURE_LABELS.get(measure, measure)}{arrow}\n{kind}", first["model_a"],
+                       first["model_b"])
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    fig.suptitle(f"{first['model_a']} vs {first['model_b']}: {first['representation']} pooling, "
+                 f"{first['dataset']} {first['split']} split, n={first['n']} (layer 0 = embeddings)", fontsize=10)
+    fig.tight_layout()
+    _save(fig, out_path)
+
+
 def similarity_heatmap(table: pd.DataFrame, measure: str, out_path: str | Path) -> None:
-    """Layer × layer heatmap of `measure` for the one model pair in `table`."""
+    """Layer × layer heatmap of one `measure` for the one model pair in `table`."""
     rows = table[table["measure"] == measure]
     if rows.empty:
         raise ValueError(f"table has no rows for measure {measure!r}")
-    first = rows.iloc[0]
-    matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").sort_index().sort_index(axis=1)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * matrix.shape[1], 1.0 + 0.45 * matrix.shape[0]))
-    image = ax.imshow(matrix.to_numpy(), origin="lower", cmap="magma", vmin=SIMILARITY_RANGE[0],
-                      vmax=SIMILARITY_RANGE[1], aspect="auto")
-    if matrix.size <= 400:
+    pair_heatmaps(rows, out_path)
+
+
+def model_distance_figure(matrices: dict[int, pd.DataFrame], label: str, out_path: str | Path) -> None:
+    """Per depth: the arccos-CKA model-distance matrix and an average-linkage dendrogram of it."""
+    from scipy.cluster.hierarchy import dendrogram, linkage
+    from scipy.spatial.distance import squareform
+
+    if not matrices:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.text(0.5, 0.5, "no two models share a depth: no model distances", ha="center", va="center")
+        ax.set_axis_off()
+        _save(fig, out_path)
+        return
+    fig, axes = plt.subplots(len(matrices), 2, figsize=(11, 4.2 * len(matrices)), squeeze=False)
+    for (depth, matrix), (ax_matrix, ax_tree) in zip(matrices.items(), axes):
+        image = ax_matrix.imshow(matrix.to_numpy(), cmap="viridis", vmin=0)
         for (i, j), value in np.ndenumerate(matrix.to_numpy()):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                    color="black" if value > 0.6 else "white")
-    ax.set_xticks(range(matrix.shape[1]), matrix.columns)
-    ax.set_yticks(range(matrix.shape[0]), matrix.index)
-    ax.set_xlabel(f"layer of {first['model_b']}  (0 = embeddings)")
-    ax.set_ylabel(f"layer of {first['model_a']}  (0 = embeddings)")
-    ax.set_title(
-        f"{MEASURE_LABELS.get(measure, measure)}: {first['model_a']} vs {first['model_b']}\n"
-        f"{first['representation']} pooling, {first['dataset']} {first['split']} split, n={first['n']}",
-        fontsize=9,
-    )
-    fig.colorbar(image, ax=ax, label=MEASURE_LABELS.get(measure, measure), fraction=0.046, pad=0.04)
+            ax_matrix.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white")
+        ax_matrix.set_xticks(range(len(matrix)), matrix.columns, rotation=45, ha="right", fontsize=8)
+        ax_matrix.set_yticks(range(len(matrix)), matrix.index, fontsize=8)
+        ax_matrix.set_title(f"models with {depth} blocks: sqrt(Σ_l arccos({label})²)", fontsize=9)
+        fig.colorbar(image, ax=ax_matrix, label="model distance (radians)", fraction=0.046, pad=0.04)
+        dendrogram(linkage(squareform(matrix.to_numpy(), checks=False), method="average"),
+                   labels=list(matrix.index), ax=ax_tree, orientation="right")
+        ax_tree.set_xlabel("model distance (average linkage)")
+        ax_tree.set_title("hierarchical clustering", fontsize=9)
+    fig.tight_layout()
+    _save(fig, out_path)
+
+
+def localization_curves(scores: pd.DataFrame, out_path: str | Path) -> None:
+    """Wu et al.'s localization score per layer, one line per model."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model, group in scores.groupby("model"):
+        depth = group["layer"].max() or 1
+        ax.plot(group["layer"] / depth, group["localization"], marker="o", ms=3, label=model)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("relative depth (0 = embeddings, 1 = last block)")
+    ax.set_ylabel("mean neuronsim − mean SVCCA to all other layers")
+    ax.set_title("Localization score per layer (Wu et al. 2020): higher = more localized", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     _save(fig, out_path)
 
 

@@ -82,6 +82,7 @@ def build_report(
     pairs_table: str | Path,
     heatmaps: list[str],
     alignment_figure: str | None,
+    summary_figures: list[str],
     truncation_tables: list[str],
     truncation_figures: list[str],
 ) -> None:
@@ -95,17 +96,30 @@ def build_report(
         "<h2>Models</h2>", _table(models_table(model_dirs)),
         "<h2>Activation stores</h2>", _table(stores_table(store_paths)),
         "<h2>Layer-by-layer similarity</h2>",
-        "<p>Linear CKA (Kornblith et al. 2019, biased HSIC) between every layer of two models, "
-        "computed on held-out rows. All heatmaps share the colour scale 0–1; layer 0 is the embedding output.</p>",
-        "<div class='grid'>",
-        *[_image(path, Path(path).stem.replace("__", " vs ")) for path in heatmaps],
-        "</div>",
+        "<p>Every configured measure between every layer of two models, computed on held-out rows; asymmetric "
+        "measures in both directions. Similarities share the colour scale 0–1, the Procrustes distance 0–π/2; "
+        "layer 0 is the embedding output.</p>",
+        *[_image(path, Path(path).stem.replace("__", " vs "), wide=True) for path in heatmaps],
     ]
-    cka = pairs[(pairs["measure"] == "linear_cka") & (pairs["model_a"] != pairs["model_b"])]
-    if not cka.empty:
-        matched = cka.groupby(["dataset", "representation", "model_a", "model_b"])["value"].agg(
-            ["mean", "max"]).reset_index().rename(columns={"mean": "mean CKA over layer pairs", "max": "max CKA"})
-        parts += ["<h3>Summary per model pair</h3>", _table(matched)]
+    measured = pairs[~pairs["measure"].str.startswith("linear_map_") & (pairs["model_a"] != pairs["model_b"])]
+    if not measured.empty:
+        same_layer = measured[measured["layer_a"] == measured["layer_b"]]
+        summary = same_layer.groupby(["model_a", "model_b", "measure", "direction"]).agg(
+            mean_over_matching_layers=("value", "mean"), null_mean=("null_mean", "mean"),
+            largest_null_p=("null_p", "max")).reset_index()
+        parts += [
+            "<h3>Summary per model pair (layers with the same index)</h3>",
+            "<p>null_mean: the measure with the rows of one model permuted (no correspondence); "
+            "largest_null_p: the weakest permutation p-value among those layers (– where no null was asked for).</p>",
+            _table(summary),
+        ]
+    for path in summary_figures:
+        name = Path(path).stem
+        caption = {"model_distance": "Model distance sqrt(Σ_l arccos(CKA_l)²) between models of equal depth "
+                                     "(Brown et al. 2023), with an average-linkage dendrogram",
+                   "localization": "Localization score per layer (Wu et al. 2020): mean neuronsim minus mean "
+                                   "SVCCA to all other layers"}.get(name, name)
+        parts += [f"<h3>{html.escape(caption.split(' (')[0])}</h3>", _image(path, caption, wide=True)]
     if alignment_figure:
         errors = pairs[(pairs["measure"] == "linear_map_rel_error") & (pairs["model_a"] != pairs["model_b"])]
         parts += [

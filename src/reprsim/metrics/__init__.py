@@ -3,9 +3,25 @@
     compute(name, X, Y, **params)         -> Result(value, meta)
     compute_layers(name, Xs, Ys, **params) -> LayerResult(values (L1, L2), meta)
     null(name, X, Y, n_permutations, seed) -> Result with null_mean, null_std, p_value
+    null_layers(name, Xs, Ys, ...)         -> LayerResult with (L1, L2) null arrays in meta
+
+The API loads on first use, so torch-free submodules (distance) import without torch.
 """
 
-from reprsim.metrics.api import MEASURES, LayerResult, Result, compute, compute_layers, null
-from reprsim.metrics.cka import linear_cka, linear_cka_layers
+_API = ("MEASURES", "PARAMETERS", "LayerResult", "Result", "check_params", "compute", "compute_layers", "null",
+        "null_layers")
+_CKA = ("linear_cka", "linear_cka_layers")
 
-__all__ = ["MEASURES", "LayerResult", "Result", "compute", "compute_layers", "linear_cka", "linear_cka_layers", "null"]
+__all__ = [*_API, *_CKA]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from reprsim.metrics import api
+
+        return getattr(api, name)
+    if name in _CKA:
+        from reprsim.metrics import cka
+
+        return getattr(cka, name)
+    raise AttributeError(f"module 'reprsim.metrics' has no attribute {name!r}")

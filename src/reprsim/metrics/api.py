@@ -81,6 +81,28 @@ MEASURES: dict[str, tuple[Callable, str, bool]] = {
 }
 
 
+# parameters each measure accepts (checked before any computation, so a typo is named)
+PARAMETERS: dict[str, tuple[str, ...]] = {
+    "cka": ("kernel", "estimator", "threshold"),
+    "cka_minibatch": ("batch_size", "kernel", "threshold"),
+    "cca": ("pca_dims",),
+    "svcca": ("threshold", "pca_dims"),
+    "pwcca": ("direction", "pca_dims"),
+    "procrustes": (),
+    "neuronsim": (),
+    "mixedsim": ("pca_dims",),
+    "mutual_knn": ("k",),
+}
+
+
+def check_params(name: str, params: dict) -> None:
+    _measure(name)
+    unknown = sorted(set(params) - set(PARAMETERS[name]))
+    if unknown:
+        allowed = ", ".join(PARAMETERS[name]) or "none"
+        raise ValueError(f"measure {name!r} has no parameter(s) {unknown}; allowed: {allowed}")
+
+
 def _measure(name: str):
     if name not in MEASURES:
         raise ValueError(f"unknown measure {name!r}; available: {', '.join(sorted(MEASURES))}")
@@ -90,6 +112,7 @@ def _measure(name: str):
 def compute_layers(name: str, Xs, Ys, **params) -> LayerResult:
     """`name` for every layer pair of Xs (L1, n, d1) and Ys (L2, n, d2): values (L1, L2) and meta."""
     function, kind, symmetric = _measure(name)
+    check_params(name, params)
     first = Xs[0] if isinstance(Xs, (list, tuple)) else Xs
     dtype = dtype_name(first)
     Xs_t = layers(Xs, name="Xs")
@@ -133,3 +156,29 @@ def null(name: str, X, Y, n_permutations: int = 200, seed: int = 0, **params) ->
     return Result(observed.value, {**observed.meta, "null_mean": float(draws.mean()), "null_std": float(draws.std()),
                                    "p_value": float((1 + extreme.sum()) / (1 + n_permutations)),
                                    "n_permutations": n_permutations, "seed": seed})
+
+
+def null_layers(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, **params) -> LayerResult:
+    """Permutation null for every layer pair: one row permutation of Y per draw, shared by all layers.
+
+    meta gains null_mean, null_std and p_value arrays (L1, L2), with p-values as in `null`.
+    """
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be ≥ 1; got {n_permutations}")
+    observed = compute_layers(name, Xs, Ys, **params)
+    Xs_t = layers(Xs, name="Xs")
+    Ys_t = layers(Ys, Xs_t.device, name="Ys")
+    generator = torch.Generator().manual_seed(seed)
+    draws = np.stack([
+        compute_layers(name, Xs_t, Ys_t[:, torch.randperm(Ys_t.shape[1], generator=generator).to(Ys_t.device)],
+                       **params).values
+        for _ in range(n_permutations)
+    ])
+    if observed.meta["kind"] == "similarity":
+        extreme = draws >= observed.values[None]
+    else:
+        extreme = draws <= observed.values[None]
+    meta = {**observed.meta, "null_mean": draws.mean(axis=0), "null_std": draws.std(axis=0),
+            "p_value": (1 + extreme.sum(axis=0)) / (1 + n_permutations), "n_permutations": n_permutations,
+            "seed": seed}
+    return LayerResult(observed.values, meta)

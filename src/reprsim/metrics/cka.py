@@ -178,18 +178,6 @@ def cka(X, Y, kernel: str = "linear", estimator: str = "biased", threshold: floa
     return float(cka_layers(X[None], Y[None], kernel, estimator, threshold)[0][0, 0])
 
 
-def arccos_distance(value: float) -> float:
-    """Angular CKA distance arccos(CKA) (Williams et al. 2021): 0 for identical representations."""
-    if not -1.0 - 1e-12 <= value <= 1.0 + 1e-12:
-        raise ValueError(f"arccos distance needs CKA in [-1, 1]; got {value}")
-    return float(np.arccos(np.clip(value, -1.0, 1.0)))
-
-
-def model_distance(cka_per_layer) -> float:
-    """Brown et al. (2023, eq. 2): sqrt(Σ_l arccos(CKA(X_l, Y_l))²) over aligned layers of equal-depth models."""
-    return float(np.sqrt(sum(arccos_distance(float(v)) ** 2 for v in np.asarray(cka_per_layer).ravel())))
-
-
 # numpy in, numpy out: the pairwise workflow jobs' entry points
 def linear_cka_layers(Xs, Ys) -> np.ndarray:
     """Biased linear CKA for every layer pair (numpy (L1, n, d1), (L2, n, d2) -> (L1, L2))."""
