@@ -93,3 +93,36 @@ def test_interrupted_extraction_leaves_no_store(tiny_models, tiny_dataset, tmp_p
         extract_activations(tiny_models["bert"], tiny_dataset, tmp_path / "x.zarr", splits=["train"], batch_size=4)
     assert calls["n"] == 3
     assert list(tmp_path.iterdir()) == []
+
+
+def test_token_minibatch_cka_streams_to_the_in_memory_value(extracted, tiny_models, tiny_dataset, tmp_path):
+    """Streaming from the stores gives exactly minibatch CKA on the same token rows in memory."""
+    from reprsim.metrics.cka import minibatch_cka_layers
+    from reprsim.token_similarity import token_minibatch_cka
+
+    family, model_dir, path = extracted
+    other = tmp_path / "other.zarr"
+    extract_activations(tiny_models["bert"], tiny_dataset, other, splits=["train", "validation", "test"],
+                        batch_size=5, max_length=24, chunk_tokens=37)
+    # both tiny models borrow MiniLM's tokenizer, so their token rows correspond
+    streamed, meta = token_minibatch_cka(path, other, batch_size=64)
+    a, b = open_store(path)["tokens/hidden"][:], open_store(other)["tokens/hidden"][:]
+    expected, _ = minibatch_cka_layers(a, b, batch_size=64)
+    np.testing.assert_allclose(streamed, expected.numpy(), atol=1e-10)
+    assert meta["n_batches"] == a.shape[1] // 64
+
+
+def test_token_cka_refuses_different_tokenisations(extracted, tmp_path):
+    from reprsim.token_similarity import token_minibatch_cka
+
+    import shutil
+
+    import zarr
+
+    _, _, path = extracted
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(path, copy)
+    ids = zarr.open_group(copy, mode="r+")["tokens/input_ids"]
+    ids[0] = ids[0] + 1
+    with pytest.raises(ValueError, match="tokenised the inputs differently"):
+        token_minibatch_cka(path, copy, batch_size=16)

@@ -10,7 +10,7 @@ import torch
 
 from reprsim.metrics import cca as cca_family
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
-from reprsim.metrics.cka import cka_layers, minibatch_cka_layers
+from reprsim.metrics.cka import GRAM_BYTES_LIMIT, cka_layers, gram_null_draws, minibatch_cka_layers
 from reprsim.metrics.knn import mutual_knn_layers
 from reprsim.metrics.neuron import mixedsim, neuronsim
 from reprsim.metrics.procrustes import procrustes
@@ -169,11 +169,12 @@ def null_layers(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, **p
     Xs_t = layers(Xs, name="Xs")
     Ys_t = layers(Ys, Xs_t.device, name="Ys")
     generator = torch.Generator().manual_seed(seed)
-    draws = np.stack([
-        compute_layers(name, Xs_t, Ys_t[:, torch.randperm(Ys_t.shape[1], generator=generator).to(Ys_t.device)],
-                       **params).values
-        for _ in range(n_permutations)
-    ])
+    permutations = [torch.randperm(Ys_t.shape[1], generator=generator).to(Ys_t.device) for _ in range(n_permutations)]
+    n = Xs_t.shape[1]
+    if name == "cka" and max(Xs_t.shape[0], Ys_t.shape[0]) * n * n * 8 <= GRAM_BYTES_LIMIT:
+        draws = gram_null_draws(Xs_t, Ys_t, permutations, **params).cpu().numpy()  # each Gram built once
+    else:
+        draws = np.stack([compute_layers(name, Xs_t, Ys_t[:, p], **params).values for p in permutations])
     if observed.meta["kind"] == "similarity":
         extreme = draws >= observed.values[None]
     else:

@@ -116,6 +116,41 @@ def _feature_space_linear(Xc: torch.Tensor, Yc: torch.Tensor) -> torch.Tensor:
     return _normalise(cross, self_x, self_y)
 
 
+GRAM_BYTES_LIMIT = 1 << 30  # one side's (L, n, n) float64 Grams; above it the feature form is used
+
+
+def _feature_form_is_cheaper(x_shape, y_shape) -> bool:
+    """numerics.md: the feature form needs n > max(d1, d2); among the two forms take the one with fewer
+    multiply-adds for all layer pairs, unless the Gram form would not fit in GRAM_BYTES_LIMIT."""
+    (L1, n, d1), (L2, _, d2) = x_shape, y_shape
+    if n <= max(d1, d2):
+        return False
+    feature = L1 * L2 * n * d1 * d2 + n * (L1 * d1**2 + L2 * d2**2)
+    gram = n**2 * (L1 * d1 + L2 * d2) + L1 * L2 * n**2
+    too_big = max(L1, L2) * n * n * 8 > GRAM_BYTES_LIMIT
+    return feature < gram or too_big
+
+
+def gram_null_draws(Xs, Ys, permutations: list[torch.Tensor], kernel: str = "linear", estimator: str = "biased",
+                    threshold: float = 1.0) -> torch.Tensor:
+    """CKA of every layer pair with Y's rows permuted, for each permutation: (P, L1, L2).
+
+    Permuting Y's rows permutes its Gram matrices (K → K[p][:, p], the RBF median
+    included), so each Gram is built once and every draw costs O(L n²).
+    """
+    n = Xs.shape[1]
+    _check(kernel, estimator, n)
+    terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
+    self_x = _hsic_self(terms_x, estimator, n)
+    grams_y = gram(Ys, kernel, threshold)
+    self_y = _hsic_self(_hsic_terms(grams_y, estimator), estimator, n)  # invariant under permutation
+    draws = []
+    for p in permutations:
+        terms_y = _hsic_terms(grams_y[:, p][:, :, p], estimator)
+        draws.append(_normalise(_hsic_cross(terms_x, terms_y, estimator, n), self_x, self_y))
+    return torch.stack(draws)
+
+
 def cka_layers(
     Xs, Ys, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0
 ) -> tuple[torch.Tensor, dict]:
@@ -126,7 +161,7 @@ def cka_layers(
     if Ys.shape[1] != n:
         raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
     _check(kernel, estimator, n)
-    feature = kernel == "linear" and estimator == "biased" and n > max(Xs.shape[2], Ys.shape[2])
+    feature = kernel == "linear" and estimator == "biased" and _feature_form_is_cheaper(Xs.shape, Ys.shape)
     if feature:
         values = _feature_space_linear(centre(Xs), centre(Ys))
     else:
@@ -159,17 +194,48 @@ def minibatch_cka_layers(Xs, Ys, batch_size: int, kernel: str = "linear", thresh
     batches = n // batch_size
     if batches < 1:
         raise ValueError(f"batch_size {batch_size} is larger than n={n}")
-    cross = self_x = self_y = 0
+    accumulator = MinibatchHSIC(kernel, threshold)
     for b in range(batches):
         rows = slice(b * batch_size, (b + 1) * batch_size)
-        terms_x = _hsic_terms(gram(Xs[:, rows], kernel, threshold), "unbiased")
-        terms_y = _hsic_terms(gram(Ys[:, rows], kernel, threshold), "unbiased")
-        cross = cross + _hsic_cross(terms_x, terms_y, "unbiased", batch_size)
-        self_x = self_x + _hsic_self(terms_x, "unbiased", batch_size)
-        self_y = self_y + _hsic_self(terms_y, "unbiased", batch_size)
+        accumulator.add(Xs[:, rows], Ys[:, rows])
     meta = {"kernel": kernel, "estimator": "unbiased-minibatch", "batch_size": batch_size,
             "n_batches": batches, "dropped_rows": n - batches * batch_size}
-    return _normalise(cross, self_x, self_y), meta
+    return accumulator.cka(), meta
+
+
+class MinibatchHSIC:
+    """Running sums of HSIC₁ over equal-size batches (Nguyen et al. 2021), for all layer pairs.
+
+    Feed batches with `add` (each (L, m, d) for both sides, the same m every time) and
+    read `cka()`; memory is that of one batch, so token-level data can stream from disk.
+    """
+
+    def __init__(self, kernel: str = "linear", threshold: float = 1.0):
+        self.kernel, self.threshold = kernel, threshold
+        self.cross = self.self_x = self.self_y = 0
+        self.batch_size: int | None = None
+        self.batches = 0
+
+    def add(self, Xs, Ys) -> None:
+        Xs = layers(Xs, name="Xs")
+        Ys = layers(Ys, Xs.device, name="Ys")
+        m = Xs.shape[1]
+        if self.batch_size is None:
+            _check(self.kernel, "unbiased", m)
+            self.batch_size = m
+        if m != self.batch_size or Ys.shape[1] != m:
+            raise ValueError(f"minibatch CKA needs equal batches of {self.batch_size} rows; got {m} and {Ys.shape[1]}")
+        terms_x = _hsic_terms(gram(Xs, self.kernel, self.threshold), "unbiased")
+        terms_y = _hsic_terms(gram(Ys, self.kernel, self.threshold), "unbiased")
+        self.cross = self.cross + _hsic_cross(terms_x, terms_y, "unbiased", m)
+        self.self_x = self.self_x + _hsic_self(terms_x, "unbiased", m)
+        self.self_y = self.self_y + _hsic_self(terms_y, "unbiased", m)
+        self.batches += 1
+
+    def cka(self) -> torch.Tensor:
+        if not self.batches:
+            raise ValueError("no batches were added")
+        return _normalise(self.cross, self.self_x, self.self_y)
 
 
 def cka(X, Y, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0) -> float:
