@@ -76,6 +76,9 @@ def test_degenerate_inputs():
     rng = np.random.default_rng(6)
     X = rng.normal(size=(10, 3))
     assert np.isnan(linear_cka(np.ones((10, 3)), X))  # constant layer: 0/0, reported as NaN
+    from reprsim.metrics.cka import cka_layers
+
+    assert "constant" in cka_layers(np.stack([np.ones((10, 3)), X]), X[None])[1]["nan_reason"]
     with pytest.raises(ValueError, match="same rows"):
         linear_cka(X, X[:9])
     with pytest.raises(ValueError, match="NaN"):

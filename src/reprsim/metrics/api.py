@@ -12,8 +12,8 @@ from reprsim.metrics import cca as cca_family
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
 from reprsim.metrics.cka import GRAM_BYTES_LIMIT, cka_layers, gram_null_draws, minibatch_cka_layers
 from reprsim.metrics.knn import mutual_knn_layers
-from reprsim.metrics.neuron import mixedsim, neuronsim
-from reprsim.metrics.procrustes import procrustes
+from reprsim.metrics.neuron import mixedsim_layers, neuronsim_layers
+from reprsim.metrics.procrustes import procrustes_layers
 
 
 @dataclass
@@ -52,20 +52,6 @@ def _cca_layers(kind: str) -> Callable:
     return run
 
 
-def _pairwise(function: Callable) -> Callable:
-    """Measures without a batched form: the pair loop is the definition (per-pair work only)."""
-
-    def run(Xs, Ys, **params):
-        values = torch.empty(Xs.shape[0], Ys.shape[0], dtype=torch.float64)
-        metas = {}
-        for i, X in enumerate(Xs):
-            for j, Y in enumerate(Ys):
-                values[i, j], metas[(i, j)] = function(X, Y, **params)
-        return values, {"per_pair": metas}
-
-    return run
-
-
 # name -> (layers function, similarity or distance, symmetric?)
 MEASURES: dict[str, tuple[Callable, str, bool]] = {
     "cka": (cka_layers, "similarity", True),
@@ -74,9 +60,9 @@ MEASURES: dict[str, tuple[Callable, str, bool]] = {
     "cca": (_cca_layers("cca"), "similarity", True),
     "svcca": (_cca_layers("svcca"), "similarity", True),
     "pwcca": (_cca_layers("pwcca"), "similarity", False),
-    "procrustes": (_pairwise(procrustes), "distance", True),
-    "neuronsim": (_pairwise(neuronsim), "similarity", False),
-    "mixedsim": (_pairwise(mixedsim), "similarity", False),
+    "procrustes": (procrustes_layers, "distance", True),
+    "neuronsim": (neuronsim_layers, "similarity", False),
+    "mixedsim": (mixedsim_layers, "similarity", False),
     "mutual_knn": (mutual_knn_layers, "similarity", True),
 }
 

@@ -174,7 +174,10 @@ def cka_layers(
         )
     meta = {"kernel": kernel, "estimator": estimator, "form": "feature" if feature else "gram"}
     if kernel == "rbf":
-        meta["threshold"] = threshold
+        meta.update(threshold=threshold, sigma="threshold * sqrt(median squared distance over pairs i < j)")
+    if torch.isnan(values).any():
+        meta["nan_reason"] = ("a layer with zero self-similarity (constant representation)"
+                              + (" or a non-positive unbiased self-HSIC" if estimator == "unbiased" else ""))
     return values, meta
 
 

@@ -1,4 +1,8 @@
-"""Neuron-level measures of Wu et al. (2020): neuronsim and mixedsim, X→Y (asymmetric)."""
+"""Neuron-level measures of Wu et al. (2020): neuronsim and mixedsim, X→Y (asymmetric).
+
+The *_layers forms do each layer's work (z-scoring, Y's basis) once and compare
+all layer pairs with one matrix product per X layer.
+"""
 
 from __future__ import annotations
 
@@ -9,31 +13,49 @@ from reprsim.metrics.cca import prepare
 
 
 def _zscore(Z: torch.Tensor, name: str) -> torch.Tensor:
+    """Neurons (columns) z-scored with the 1/n normaliser; (..., n, d)."""
     Zc = centre(Z)
-    std = Zc.pow(2).mean(dim=0).sqrt()
+    std = Zc.pow(2).mean(dim=-2, keepdim=True).sqrt()
     if (std == 0).any():
-        raise ValueError(f"{name} has {(std == 0).sum().item()} constant neuron(s); their correlation is undefined")
+        raise ValueError(f"{name} has {int((std == 0).sum())} constant neuron(s); their correlation is undefined")
     return Zc / std
 
 
+def neuronsim_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """Mean over X's neurons of the largest |Pearson r| with any neuron of Y, for all layer pairs."""
+    Zx, Zy = _zscore(Xs, "X"), _zscore(Ys, "Y")
+    L2, n, d2 = Zy.shape
+    Y_all = Zy.permute(1, 0, 2).reshape(n, L2 * d2)
+    values = torch.stack([
+        (Zx_layer.T @ Y_all / n).abs().reshape(-1, L2, d2).amax(dim=2).mean(dim=0) for Zx_layer in Zx
+    ])
+    return values, {"direction": "x->y"}
+
+
+def mixedsim_layers(Xs: torch.Tensor, Ys: torch.Tensor, pca_dims: int | None = None) -> tuple[torch.Tensor, dict]:
+    """Mean over X's neurons of ||P_Y x|| / ||x|| (least-squares fit from Y's centred neurons), all layer pairs.
+
+    In-sample; when n ≤ d_y Y must be reduced by PCA first (pca_dims), as for CCA.
+    """
+    Xc = centre(Xs)
+    norms = torch.linalg.vector_norm(Xc, dim=-2)
+    if (norms == 0).any():
+        raise ValueError(f"X has {int((norms == 0).sum())} constant neuron(s); mixedsim is undefined for them")
+    bases = [prepare(Y, pca_dims) for Y in Ys]
+    values = torch.stack([
+        torch.stack([(torch.linalg.vector_norm(b["basis"].T @ X, dim=0) / norm).mean() for b in bases])
+        for X, norm in zip(Xc, norms)
+    ])
+    return values, {"direction": "x->y", "k_y": [b["dims"] for b in bases], "pca_y": [b["pca"] for b in bases]}
+
+
 def neuronsim(X, Y) -> tuple[float, dict]:
-    """Mean over X's neurons of the largest |Pearson r| with any neuron of Y."""
     X, Y = pair(X, Y)
-    correlations = _zscore(X, "X").T @ _zscore(Y, "Y") / X.shape[0]
-    return float(correlations.abs().max(dim=1).values.mean()), {"direction": "x->y"}
+    values, meta = neuronsim_layers(X[None], Y[None])
+    return float(values[0, 0]), meta
 
 
 def mixedsim(X, Y, pca_dims: int | None = None) -> tuple[float, dict]:
-    """Mean over X's neurons of ||P_Y x|| / ||x||, P_Y the least-squares projection on Y's centred neurons.
-
-    In-sample; when n ≤ d_y Y is reduced by PCA first (as for CCA) and the meta says so.
-    """
     X, Y = pair(X, Y)
-    Xc = centre(X)
-    norms = torch.linalg.vector_norm(Xc, dim=0)
-    if (norms == 0).any():
-        raise ValueError(f"X has {(norms == 0).sum().item()} constant neuron(s); mixedsim is undefined for them")
-    py = prepare(Y, pca_dims)
-    predicted = py["basis"] @ (py["basis"].T @ Xc)
-    ratios = torch.linalg.vector_norm(predicted, dim=0) / norms
-    return float(ratios.mean()), {"direction": "x->y", "k_y": py["dims"], "pca_y": py["pca"]}
+    values, meta = mixedsim_layers(X[None], Y[None], pca_dims)
+    return float(values[0, 0]), {**meta, "k_y": meta["k_y"][0], "pca_y": meta["pca_y"][0]}

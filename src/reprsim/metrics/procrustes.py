@@ -7,18 +7,27 @@ computed directly. 0 for X vs XQ with Q orthogonal; symmetric; at most π/2.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from reprsim.metrics._inputs import centre, pair
 
 
+def _unit(Zs: torch.Tensor) -> torch.Tensor:
+    Zc = centre(Zs)
+    norms = torch.linalg.matrix_norm(Zc, keepdim=True)
+    if (norms == 0).any():
+        raise ValueError("a representation is constant; the Procrustes distance is undefined")
+    return Zc / norms
+
+
+def procrustes_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """Procrustes distance for all layer pairs; each layer centred and normalised once."""
+    Xn, Yn = _unit(Xs), _unit(Ys)
+    nuclear = torch.stack([torch.linalg.matrix_norm(X.T @ Yn, ord="nuc") for X in Xn])
+    return torch.arccos(nuclear.clamp(max=1.0)), {"zero_padded": Xs.shape[-1] != Ys.shape[-1]}
+
+
 def procrustes(X, Y) -> tuple[float, dict]:
     X, Y = pair(X, Y)
-    Xc, Yc = centre(X), centre(Y)
-    norms = torch.linalg.matrix_norm(Xc), torch.linalg.matrix_norm(Yc)
-    if norms[0] == 0 or norms[1] == 0:
-        raise ValueError("a representation is constant; the Procrustes distance is undefined")
-    nuclear = torch.linalg.matrix_norm((Xc / norms[0]).T @ (Yc / norms[1]), ord="nuc")
-    return math.acos(min(1.0, float(nuclear))), {"zero_padded": X.shape[1] != Y.shape[1]}
+    values, meta = procrustes_layers(X[None], Y[None])
+    return float(values[0, 0]), meta
