@@ -160,3 +160,13 @@ def test_gram_permutation_null_equals_recomputing(params, data):
     for draw, p in zip(fast, permutations):
         slow = compute_layers("cka", Xs, Ys[:, p.numpy()], **params).values
         np.testing.assert_allclose(draw.numpy(), slow, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, params, expected", [
+    ("svcca", {"threshold": 1.5}, "threshold"), ("pwcca", {"direction": "z"}, "direction"),
+    ("cca", {"pca_dims": 0}, "pca_dims"), ("cka", {"kernel": "poly"}, "kernel"), ("mutual_knn", {"k": 0}, "k"),
+])
+def test_bad_parameter_values_are_named(name, params, expected, data):
+    _, X, Y = data
+    with pytest.raises(ValueError, match=expected):
+        compute(name, X, Y, **params)

@@ -32,6 +32,7 @@ def _cca_layers(kind: str) -> Callable:
     """CCA-family over all layer pairs: each layer's basis computed once, then one SVD per pair."""
 
     def run(Xs, Ys, **params):
+        cca_family.check_params(kind, params)
         variance = params.get("threshold", 0.99) if kind == "svcca" else None
         pca_dims = params.get("pca_dims")
         px = [cca_family.prepare(X, pca_dims, variance) for X in Xs]

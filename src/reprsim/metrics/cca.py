@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from reprsim.metrics._inputs import centre, pair
+from reprsim.metrics._inputs import centre
 
 RANK_CUTOFF = 1e-10
 DIRECTIONS = ("x", "y", "min")
@@ -79,33 +79,13 @@ def pwcca_from(px: dict, py: dict, direction: str) -> tuple[float, dict]:
                                "rho": rho.tolist()}
 
 
-def _meta(px: dict, py: dict) -> dict:
-    return {"k_x": px["dims"], "k_y": py["dims"], "pca_x": px["pca"], "pca_y": py["pca"]}
-
-
-def cca(X, Y, pca_dims: int | None = None) -> tuple[float, dict]:
-    """Mean canonical correlation; all ρ and mean ρ² in the meta."""
-    X, Y = pair(X, Y)
-    px, py = prepare(X, pca_dims), prepare(Y, pca_dims)
-    value, meta = cca_from(px, py)
-    return value, {**meta, **_meta(px, py)}
-
-
-def svcca(X, Y, threshold: float = 0.99, pca_dims: int | None = None) -> tuple[float, dict]:
-    """SVCCA: per side the fewest directions keeping `threshold` of the variance (s²), then mean CCA."""
-    if not 0 < threshold <= 1:
+def check_params(kind: str, params: dict) -> None:
+    """Values the CCA family accepts, checked before any decomposition."""
+    threshold = params.get("threshold", 0.99)
+    if kind == "svcca" and not 0 < threshold <= 1:
         raise ValueError(f"svcca threshold must be in (0, 1]; got {threshold}")
-    X, Y = pair(X, Y)
-    px, py = prepare(X, pca_dims, threshold), prepare(Y, pca_dims, threshold)
-    value, meta = cca_from(px, py)
-    return value, {**meta, **_meta(px, py), "threshold": threshold}
-
-
-def pwcca(X, Y, direction: str = "min", pca_dims: int | None = None) -> tuple[float, dict]:
-    """PWCCA(X→Y) weighted by X's neurons (direction x), Y's (y), or the narrower side's (min)."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"pwcca direction must be one of {DIRECTIONS}; got {direction!r}")
-    X, Y = pair(X, Y)
-    px, py = prepare(X, pca_dims), prepare(Y, pca_dims)
-    value, meta = pwcca_from(px, py, direction)
-    return value, {**meta, **_meta(px, py)}
+    if kind == "pwcca" and params.get("direction", "min") not in DIRECTIONS:
+        raise ValueError(f"pwcca direction must be one of {DIRECTIONS}; got {params.get('direction')!r}")
+    pca_dims = params.get("pca_dims")
+    if pca_dims is not None and (not isinstance(pca_dims, int) or pca_dims < 1):
+        raise ValueError(f"pca_dims must be a positive integer; got {pca_dims!r}")

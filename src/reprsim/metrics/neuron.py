@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from reprsim.metrics._inputs import centre, pair
+from reprsim.metrics._inputs import centre
 from reprsim.metrics.cca import prepare
 
 
@@ -47,15 +47,3 @@ def mixedsim_layers(Xs: torch.Tensor, Ys: torch.Tensor, pca_dims: int | None = N
         for X, norm in zip(Xc, norms)
     ])
     return values, {"direction": "x->y", "k_y": [b["dims"] for b in bases], "pca_y": [b["pca"] for b in bases]}
-
-
-def neuronsim(X, Y) -> tuple[float, dict]:
-    X, Y = pair(X, Y)
-    values, meta = neuronsim_layers(X[None], Y[None])
-    return float(values[0, 0]), meta
-
-
-def mixedsim(X, Y, pca_dims: int | None = None) -> tuple[float, dict]:
-    X, Y = pair(X, Y)
-    values, meta = mixedsim_layers(X[None], Y[None], pca_dims)
-    return float(values[0, 0]), {**meta, "k_y": meta["k_y"][0], "pca_y": meta["pca_y"][0]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from reprsim.metrics._inputs import centre, pair
+from reprsim.metrics._inputs import centre
 
 
 def _unit(Zs: torch.Tensor) -> torch.Tensor:
@@ -25,9 +25,3 @@ def procrustes_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor,
     Xn, Yn = _unit(Xs), _unit(Ys)
     nuclear = torch.stack([torch.linalg.matrix_norm(X.T @ Yn, ord="nuc") for X in Xn])
     return torch.arccos(nuclear.clamp(max=1.0)), {"zero_padded": Xs.shape[-1] != Ys.shape[-1]}
-
-
-def procrustes(X, Y) -> tuple[float, dict]:
-    X, Y = pair(X, Y)
-    values, meta = procrustes_layers(X[None], Y[None])
-    return float(values[0, 0]), meta
