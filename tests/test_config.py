@@ -128,3 +128,17 @@ def test_typo_fails_before_any_job(tmp_path):
     assert "extraction" in result.stderr + result.stdout
     assert not (workflow / "results" / "datasets").exists()
     assert elapsed < 30
+
+
+def test_seed_lists_expand_to_one_model_per_seed(default_config):
+    spec = default_config["models"].pop("minilm-ft-s1")
+    default_config["models"].pop("minilm-ft-s2")
+    default_config["models"]["minilm-ft"] = {**{k: v for k, v in spec.items() if k != "seed"}, "seeds": [1, 2, 3]}
+    config = validate_config(default_config)
+    assert {"minilm-ft-s1", "minilm-ft-s2", "minilm-ft-s3"} <= set(config["models"]) and "minilm-ft" not in config["models"]
+    assert config["models"]["minilm-ft-s3"]["seed"] == 3 and "seeds" not in config["models"]["minilm-ft-s3"]
+
+
+def test_expanded_names_must_not_collide(default_config):
+    default_config["models"]["minilm-ft"] = {"source": "finetune", "base": "minilm", "dataset": "synth", "seeds": [1]}
+    assert "already a model" in problems_of(default_config)

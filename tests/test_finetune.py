@@ -69,3 +69,27 @@ def test_head_on_each_layer_matches_a_truncated_model(tuned, tiny_dataset):
         truncated = model(**batch).logits
         via_head = head_logits(model, hidden[1], batch["attention_mask"], 1)
     torch.testing.assert_close(via_head, truncated)
+
+
+@pytest.mark.parametrize("side", ["bottom", "top"])
+def test_freezing_really_freezes(tiny_models, tiny_dataset, tmp_path, side):
+    """Frozen parameters come out bit-identical to the base model; the others moved."""
+    from transformers import AutoModelForSequenceClassification
+
+    meta = finetune_model("frozen", {**SPEC, "freeze": {side: 1}}, tiny_models["bert"], tiny_dataset,
+                          tmp_path / "frozen", torch.device("cpu"))
+    base = dict(AutoModelForSequenceClassification.from_pretrained(tiny_models["bert"]).named_parameters())
+    tuned = dict(AutoModelForSequenceClassification.from_pretrained(tmp_path / "frozen").named_parameters())
+    frozen_block = "bert.encoder.layer.0." if side == "bottom" else "bert.encoder.layer.1."
+    moving_block = "bert.encoder.layer.1." if side == "bottom" else "bert.encoder.layer.0."
+    for name, parameter in tuned.items():
+        if name.startswith(frozen_block) or (side == "bottom" and name.startswith("bert.embeddings.")):
+            assert torch.equal(parameter, base[name]), name
+    assert any(not torch.equal(p, base[n]) for n, p in tuned.items() if n.startswith(moving_block))
+    assert meta["frozen_parameters"] > 0
+
+
+def test_freezing_more_blocks_than_exist_is_refused(tiny_models, tiny_dataset, tmp_path):
+    with pytest.raises(ValueError, match="only 2 blocks"):
+        finetune_model("x", {**SPEC, "freeze": {"top": 3}}, tiny_models["bert"], tiny_dataset, tmp_path / "x",
+                       torch.device("cpu"))

@@ -152,6 +152,31 @@ def _reference_errors(config: dict) -> Iterator[str]:
     yield from _cycle_errors(models)
 
 
+def _expand_seeds(config: dict) -> Iterator[str]:
+    """Replace each fine-tuned model with `seeds: [...]` by one model per seed, named {name}-s{seed}.
+
+    Yields a problem when an expanded name collides or another model refers to the list's name.
+    """
+    models = config["models"]
+    expanded = {}
+    for name, spec in models.items():
+        if spec.get("source") != "finetune" or "seeds" not in spec:
+            expanded[name] = spec
+            continue
+        for seed in spec["seeds"]:
+            child = f"{name}-s{seed}"
+            if child in models or child in expanded:
+                yield f"models.{name}.seeds: the expanded name {child!r} is already a model in this config"
+            expanded[child] = {**{k: v for k, v in spec.items() if k != "seeds"}, "seed": seed}
+    for name, spec in expanded.items():
+        for key in ("base", "tokenizer"):
+            target = spec.get(key)
+            if target in models and target not in expanded:
+                yield (f"key 'models.{name}.{key}' is {target!r}, a seeds list; name one of its models "
+                       f"({', '.join(n for n in expanded if n.startswith(target + '-s'))})")
+    config["models"] = expanded
+
+
 def _cycle_errors(models: dict) -> Iterator[str]:
     """A model derived (through base or tokenizer) from itself can never be built."""
     def parents(name: str) -> list[str]:
@@ -186,6 +211,8 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     except jsonschema.ValidationError:
         pass  # defaults are filled as far as possible; errors are reported below
     problems = list(dict.fromkeys(_schema_errors(config, schema)))
+    if not problems:
+        problems = list(_expand_seeds(config))
     if not problems:
         problems = list(_reference_errors(config))
     if problems:

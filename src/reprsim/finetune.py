@@ -42,6 +42,48 @@ def _eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: i
         yield _encode_rows(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
 
 
+def transformer_blocks(model) -> torch.nn.ModuleList:
+    """The stack of transformer blocks of a (classification) model, bottom first."""
+    base = model.base_model
+    for path in ("encoder.layer", "h", "transformer.layer", "layers"):
+        module = base
+        for name in path.split("."):
+            module = getattr(module, name, None)
+            if module is None:
+                break
+        if isinstance(module, torch.nn.ModuleList):
+            return module
+    raise NotImplementedError(f"cannot find the transformer blocks of a {model.config.model_type!r} model")
+
+
+def embedding_modules(model) -> list[torch.nn.Module]:
+    base = model.base_model
+    if hasattr(base, "embeddings"):
+        return [base.embeddings]
+    return [m for m in (getattr(base, "wte", None), getattr(base, "wpe", None)) if m is not None]
+
+
+def freeze(model, spec: dict | None) -> list[str]:
+    """Fix the parameters `spec` names ({bottom: k}: embeddings + first k blocks; {top: k}: last k blocks).
+
+    Returns the names of the frozen parameters (recorded in meta.json).
+    """
+    if not spec:
+        return []
+    blocks = transformer_blocks(model)
+    (side, k), = spec.items()
+    if k > len(blocks):
+        raise ValueError(f"freeze: {{{side}: {k}}} but the model has only {len(blocks)} blocks")
+    modules = embedding_modules(model) + list(blocks[:k]) if side == "bottom" else list(blocks[len(blocks) - k:])
+    frozen = {id(p) for m in modules for p in m.parameters()}
+    names = []
+    for name, parameter in model.named_parameters():
+        if id(parameter) in frozen:
+            parameter.requires_grad_(False)
+            names.append(name)
+    return names
+
+
 def load_classifier(model_dir: str | Path, device: torch.device):
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     return model.to(device).eval()
@@ -75,8 +117,10 @@ def finetune_model(
         base_dir, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id
     ).to(device)
     steps, batch_size = int(spec["steps"]), int(spec["batch_size"])
+    frozen = freeze(model, spec.get("freeze"))
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=float(spec["learning_rate"]), weight_decay=float(spec["weight_decay"])
+        [p for p in model.parameters() if p.requires_grad], lr=float(spec["learning_rate"]),
+        weight_decay=float(spec["weight_decay"]),
     )
     schedule = get_linear_schedule_with_warmup(
         optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps
@@ -118,6 +162,8 @@ def finetune_model(
             "dataset_hash": dataset_meta["content_hash"],
             **describe_model(model),
             "validation_accuracy": val_accuracy,
+            "frozen_parameters": len(frozen),
+            "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
             "final_loss": log[-1]["loss"],
             "train_seconds": round(seconds, 2),
             "device": describe(device),
