@@ -101,6 +101,12 @@ def all_truncation_figures():
             for t in all_truncation_tables()]
 
 
+def all_skip_figures():
+    if not config["finetune_eval"]["skip"]:
+        return []
+    return [f"results/figures/finetune/{m}/skip.png" for m in FINETUNED]
+
+
 def summary_figures():
     """Model distances when the distance measure is configured; localization when neuronsim and svcca are."""
     figures = []

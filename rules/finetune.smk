@@ -47,3 +47,28 @@ rule truncation:
         "../envs/finetune.yaml"
     script:
         "../scripts/truncation.py"
+
+
+rule skip:
+    input:
+        model="results/models/{model}",
+        dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
+        code=code("skip_spans"),
+    output:
+        table="results/finetune/{model}/skip.parquet",
+    log:
+        "results/logs/finetune/{model}.skip.log",
+    params:
+        split=config["finetune_eval"]["split"],
+        batch_size=config["finetune_eval"]["batch_size"],
+        device=config["device"],
+    wildcard_constraints:
+        model=_one_of(FINETUNED),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=4000,
+    conda:
+        "../envs/finetune.yaml"
+    script:
+        "../scripts/skip_spans.py"

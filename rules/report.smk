@@ -44,6 +44,27 @@ rule truncation_figure:
         "../scripts/plot_figures.py"
 
 
+rule skip_figure:
+    input:
+        table="results/finetune/{model}/skip.parquet",
+        code=code("plot_figures"),
+    output:
+        figure=report(
+            "results/figures/finetune/{model}/skip.png",
+            category="Fine-tuning",
+            caption="../report/skip.rst",
+            labels={"model": "{model}"},
+        ),
+    log:
+        "results/logs/figures/finetune/{model}.skip.log",
+    params:
+        kind="skip",
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
 rule aggregate_pairs:
     input:
         tables=all_pair_tables(),
@@ -133,6 +154,7 @@ rule report:
         summaries=summary_figures(),
         truncation_tables=all_truncation_tables(),
         truncation_figures=all_truncation_figures(),
+        skip_figures=all_skip_figures(),
         code=code("build_report"),
     output:
         html="results/report/index.html",

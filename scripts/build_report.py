@@ -15,4 +15,5 @@ with tee_to_log(snakemake.log[0]):
         summary_figures=list(snakemake.input.summaries),
         truncation_tables=list(snakemake.input.truncation_tables),
         truncation_figures=list(snakemake.input.truncation_figures),
+        skip_figures=list(snakemake.input.skip_figures),
     )

@@ -11,6 +11,8 @@ with tee_to_log(snakemake.log[0]):
         plots.pair_heatmaps(table, snakemake.output.figure)
     elif kind == "truncation":
         plots.truncation_curve(table, snakemake.output.figure)
+    elif kind == "skip":
+        plots.skip_heatmap(table, snakemake.output.figure)
     elif kind == "alignment":
         plots.alignment_curves(table, snakemake.output.figure)
     elif kind == "model_distance":

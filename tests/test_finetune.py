@@ -93,3 +93,29 @@ def test_freezing_more_blocks_than_exist_is_refused(tiny_models, tiny_dataset, t
     with pytest.raises(ValueError, match="only 2 blocks"):
         finetune_model("x", {**SPEC, "freeze": {"top": 3}}, tiny_models["bert"], tiny_dataset, tmp_path / "x",
                        torch.device("cpu"))
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_skipping_nothing_is_the_full_model_and_spans_are_complete(tuned, tiny_dataset, family):
+    from reprsim.finetune import skip_spans
+
+    directory, meta = tuned[family]
+    table = skip_spans(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
+    depth = meta["n_layers"]
+    assert len(table) == 1 + depth * (depth + 1) // 2
+    nothing = table[(table["start"] == 0)]["value"].item()
+    assert nothing == pytest.approx(meta["validation_accuracy"])
+
+
+def test_skipping_the_top_blocks_equals_untuned_truncation(tuned, tiny_dataset):
+    """Skipping blocks l+1..L feeds layer l to the head: the UNTUNED truncation value at l (BERT)."""
+    from reprsim.finetune import skip_spans
+
+    directory, meta = tuned["bert"]
+    skip = skip_spans(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
+    truncation = untuned_truncation(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
+    untuned = truncation[truncation["mode"] == "UNTUNED"].set_index("layer")["value"]
+    depth = meta["n_layers"]
+    for layer in range(depth):
+        top = skip[(skip["start"] == layer + 1) & (skip["end"] == depth)]["value"].item()
+        assert top == pytest.approx(untuned[layer])

@@ -91,6 +91,14 @@ def test_summaries_cover_every_layer(workflow):
     assert np.isfinite(scores["localization"]).all()
 
 
+def test_skip_table(workflow):
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "skip.parquet")
+    assert len(table) == 1 + 2 * 3 // 2  # nothing skipped, then every span of 2 blocks
+    full = table[table["start"] == 0]["value"].item()
+    truncation = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "truncation.parquet")
+    assert full == truncation[truncation["mode"] == "FULL"]["value"].item()
+
+
 def test_truncation_table(workflow):
     table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "truncation.parquet")
     untuned = table[table["mode"] == "UNTUNED"].sort_values("layer")
@@ -100,8 +108,8 @@ def test_truncation_table(workflow):
 
 def test_report_shows_figures_and_provenance(workflow):
     page = (workflow / "results" / "report" / "index.html").read_text()
-    # pair heatmaps, alignment, truncation, model distance, localization
-    assert page.count("<img src=\"data:image/png;base64,") == 10 + 1 + 1 + 1 + 1
+    # pair heatmaps, alignment, truncation, skip, model distance, localization
+    assert page.count("<img src=\"data:image/png;base64,") == 10 + 1 + 1 + 1 + 1 + 1
     for model in MODELS:
         assert model in page
     assert "content hash" in page and "builtin" in page
@@ -135,14 +143,16 @@ def jobs_after_edit(workflow, relative_path):
 def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
     summaries = {"model_distance_figure": 1, "localization_figure": 1}
     assert jobs_after_edit(workflow, "src/reprsim/plots.py") == {
-        "pair_heatmap": 10, "truncation_figure": 1, "alignment_figure": 1, **summaries, "report": 1, "all": 1}
+        "pair_heatmap": 10, "truncation_figure": 1, "skip_figure": 1, "alignment_figure": 1, **summaries,
+        "report": 1, "all": 1}
     # figures import reprsim.metrics (its lazy __init__ names cka), so they count it as their code too
     assert jobs_after_edit(workflow, "src/reprsim/metrics/cka.py") == {
         "compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
-        "truncation_figure": 1, "report": 1, "all": 1}
+        "truncation_figure": 1, "skip_figure": 1, "report": 1, "all": 1}
     # the fine-tuning code reruns the fine-tuned model and everything downstream of it, nothing else
     assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
-        "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1,
+        "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1, "skip": 1,
+        "skip_figure": 1,
         "compare_pair": 4, "pair_heatmap": 4, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
         "report": 1, "all": 1}
 

@@ -236,3 +236,46 @@ def untuned_truncation(
     table["n"] = n
     table["model"] = Path(model_dir).name
     return table
+
+
+# --------------------------------------------------------------------------- skipping
+def _set_blocks(model, blocks: torch.nn.ModuleList) -> None:
+    """Swap the model's block stack (the ModuleList transformer_blocks found) for `blocks`."""
+    current = transformer_blocks(model)
+    for parent in model.base_model.modules():
+        for name, child in parent.named_children():
+            if child is current:
+                setattr(parent, name, blocks)
+                return
+    raise NotImplementedError("cannot replace the transformer blocks of this model")
+
+
+@torch.inference_mode()
+def skip_spans(model_dir: str | Path, dataset_dir: str | Path, split: str, batch_size: int, device: torch.device
+               ) -> pd.DataFrame:
+    """Phang et al. (2021, §4.1): accuracy with every contiguous span [start, end] of blocks skipped
+    (identity in their place), no further training. Blocks are numbered 1..L; the row
+    start = end = 0 is the full model (nothing skipped)."""
+    meta = read_meta(model_dir)
+    max_length = int(meta["spec"]["max_length"])
+    frame = load_split(dataset_dir, split)
+    tokenizer = load_tokenizer(model_dir)
+    model = load_classifier(model_dir, device)
+    blocks = transformer_blocks(model)
+    depth = len(blocks)
+    batches = list(_eval_batches(tokenizer, frame, batch_size, max_length, device))
+    spans = [(0, 0)] + [(i, j) for i in range(1, depth + 1) for j in range(i, depth + 1)]
+    rows = []
+    for start, end in progress(spans, unit="span", desc=f"skip {Path(model_dir).name}"):
+        kept = [block for index, block in enumerate(blocks, start=1) if not start <= index <= end]
+        _set_blocks(model, torch.nn.ModuleList(kept))
+        correct = 0
+        for batch in batches:
+            inputs = {k: v for k, v in batch.items() if k != "labels"}
+            correct += int((model(**inputs, use_cache=False).logits.argmax(-1) == batch["labels"]).sum())
+        rows.append({"start": start, "end": end, "blocks_skipped": end - start + 1 if start else 0,
+                     "metric": "accuracy", "value": correct / len(frame)})
+    _set_blocks(model, blocks)
+    table = pd.DataFrame(rows)
+    table["split"], table["n"], table["model"] = split, len(frame), Path(model_dir).name
+    return table

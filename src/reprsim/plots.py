@@ -187,3 +187,27 @@ def truncation_curve(table: pd.DataFrame, out_path: str | Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     _save(fig, out_path)
+
+
+def skip_heatmap(table: pd.DataFrame, out_path: str | Path) -> None:
+    """Triangular heatmap: accuracy with blocks start..end skipped (Phang et al. 2021, Figure 4 style)."""
+    model = table["model"].iloc[0]
+    spans = table[table["start"] > 0]
+    full = table[table["start"] == 0]["value"].item()
+    depth = int(spans["end"].max())
+    matrix = np.full((depth, depth), np.nan)
+    for row in spans.itertuples():
+        matrix[row.start - 1, row.end - 1] = row.value
+    fig, ax = plt.subplots(figsize=(1.6 + 0.5 * depth, 1.2 + 0.5 * depth))
+    image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=1, origin="upper")
+    for (i, j), value in np.ndenumerate(matrix):
+        if not np.isnan(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6, color="white" if value < 0.6 else "black")
+    ax.set_xticks(range(depth), range(1, depth + 1))
+    ax.set_yticks(range(depth), range(1, depth + 1))
+    ax.set_xlabel("last skipped block")
+    ax.set_ylabel("first skipped block")
+    ax.set_title(f"Skipping blocks of {model}: accuracy ({table['split'].iloc[0]}, n={table['n'].iloc[0]})\n"
+                 f"no block skipped: {full:.3f}", fontsize=9)
+    fig.colorbar(image, ax=ax, label="accuracy", fraction=0.046, pad=0.04)
+    _save(fig, out_path)

@@ -85,6 +85,7 @@ def build_report(
     summary_figures: list[str],
     truncation_tables: list[str],
     truncation_figures: list[str],
+    skip_figures: list[str],
 ) -> None:
     """Write the report page to `out_path`."""
     pairs = pd.read_parquet(pairs_table)
@@ -142,6 +143,13 @@ def build_report(
         wide = full.pivot_table(index="model", columns=["mode", "layer"], values="value")
         wide.columns = [f"{mode} {layer}" if mode == "UNTUNED" else mode for mode, layer in wide.columns]
         parts.append(_table(wide.reset_index()))
+    if skip_figures:
+        parts += [
+            "<h2>Fine-tuned models: skipping blocks</h2>",
+            "<p>Phang et al. (2021, §4.1): accuracy when each contiguous span of blocks is replaced by the "
+            "identity, with no further training.</p>",
+            "<div class='grid'>", *[_image(p, Path(p).parent.name) for p in skip_figures], "</div>",
+        ]
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>

@@ -1,0 +1,17 @@
+"""Snakemake entry point: accuracy with each contiguous span of blocks skipped (rules/finetune.smk)."""
+import torch
+
+from reprsim.device import resolve_device
+from reprsim.finetune import skip_spans
+from reprsim.logs import tee_to_log
+
+with tee_to_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    table = skip_spans(
+        snakemake.input.model,
+        snakemake.input.dataset,
+        split=snakemake.params.split,
+        batch_size=snakemake.params.batch_size,
+        device=resolve_device(snakemake.params.device),
+    )
+    table.to_parquet(snakemake.output.table, index=False)
