@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
-
-ArrayLike = "np.ndarray | torch.Tensor"
-
 
 def as_float64(X, device: torch.device | str | None = None, name: str = "X") -> torch.Tensor:
     """X (numpy array or torch tensor, any float dtype) as a float64 tensor; NaN/Inf rejected."""
@@ -62,7 +57,3 @@ def layers(Xs, device: torch.device | None = None, name: str = "Xs") -> torch.Te
 def centre(X: torch.Tensor) -> torch.Tensor:
     """Column-centred X (works on (..., n, d))."""
     return X - X.mean(dim=-2, keepdim=True)
-
-
-def shapes_meta(X: torch.Tensor | Sequence, Y: torch.Tensor | Sequence) -> dict:
-    return {"n": int(X.shape[-2]), "d_x": int(X.shape[-1]), "d_y": int(Y.shape[-1])}
