@@ -28,12 +28,13 @@ rule truncation:
     input:
         model="results/models/{model}",
         dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
-        code=code("truncation"),
+        code=code("evaluate_finetuned"),
     output:
         table="results/finetune/{model}/truncation.parquet",
     log:
         "results/logs/finetune/{model}.truncation.log",
     params:
+        kind="truncation",
         split=config["finetune_eval"]["split"],
         batch_size=config["finetune_eval"]["batch_size"],
         device=config["device"],
@@ -46,19 +47,20 @@ rule truncation:
     conda:
         "../envs/finetune.yaml"
     script:
-        "../scripts/truncation.py"
+        "../scripts/evaluate_finetuned.py"
 
 
 rule skip:
     input:
         model="results/models/{model}",
         dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
-        code=code("skip_spans"),
+        code=code("evaluate_finetuned"),
     output:
         table="results/finetune/{model}/skip.parquet",
     log:
         "results/logs/finetune/{model}.skip.log",
     params:
+        kind="skip",
         split=config["finetune_eval"]["split"],
         batch_size=config["finetune_eval"]["batch_size"],
         device=config["device"],
@@ -71,4 +73,4 @@ rule skip:
     conda:
         "../envs/finetune.yaml"
     script:
-        "../scripts/skip_spans.py"
+        "../scripts/evaluate_finetuned.py"

@@ -200,16 +200,24 @@ def head_logits(model, hidden: torch.Tensor, attention_mask: torch.Tensor, layer
     )
 
 
+def _evaluation_setup(model_dir: str | Path, dataset_dir: str | Path, split: str, device: torch.device):
+    """The split's rows, the tokenizer, the classifier (eval mode) and the max length it was tuned with."""
+    max_length = int(read_meta(model_dir)["spec"]["max_length"])
+    return load_split(dataset_dir, split), load_tokenizer(model_dir), load_classifier(model_dir, device), max_length
+
+
+def _tagged(rows: list[dict], split: str, frame: pd.DataFrame, model_dir: str | Path) -> pd.DataFrame:
+    table = pd.DataFrame(rows)
+    table["split"], table["n"], table["model"] = split, len(frame), Path(model_dir).name
+    return table
+
+
 @torch.inference_mode()
 def untuned_truncation(
     model_dir: str | Path, dataset_dir: str | Path, split: str, batch_size: int, device: torch.device
 ) -> pd.DataFrame:
     """UNTUNED truncation curve: accuracy per layer with the tuned head, plus full model and majority class."""
-    meta = read_meta(model_dir)
-    max_length = int(meta["spec"]["max_length"])
-    frame = load_split(dataset_dir, split)
-    tokenizer = load_tokenizer(model_dir)
-    model = load_classifier(model_dir, device)
+    frame, tokenizer, model, max_length = _evaluation_setup(model_dir, dataset_dir, split, device)
     layers = n_layers(model.config) + 1
     correct = np.zeros(layers, dtype=np.int64)
     full_correct = 0
@@ -231,11 +239,7 @@ def untuned_truncation(
     ]
     rows.append({"layer": layers - 1, "mode": "FULL", "metric": "accuracy", "value": full_correct / n})
     rows.append({"layer": -1, "mode": "MAJORITY", "metric": "accuracy", "value": float(majority)})
-    table = pd.DataFrame(rows)
-    table["split"] = split
-    table["n"] = n
-    table["model"] = Path(model_dir).name
-    return table
+    return _tagged(rows, split, frame, model_dir)
 
 
 # --------------------------------------------------------------------------- skipping
@@ -256,11 +260,7 @@ def skip_spans(model_dir: str | Path, dataset_dir: str | Path, split: str, batch
     """Phang et al. (2021, §4.1): accuracy with every contiguous span [start, end] of blocks skipped
     (identity in their place), no further training. Blocks are numbered 1..L; the row
     start = end = 0 is the full model (nothing skipped)."""
-    meta = read_meta(model_dir)
-    max_length = int(meta["spec"]["max_length"])
-    frame = load_split(dataset_dir, split)
-    tokenizer = load_tokenizer(model_dir)
-    model = load_classifier(model_dir, device)
+    frame, tokenizer, model, max_length = _evaluation_setup(model_dir, dataset_dir, split, device)
     blocks = transformer_blocks(model)
     depth = len(blocks)
     batches = list(_eval_batches(tokenizer, frame, batch_size, max_length, device))
@@ -276,6 +276,4 @@ def skip_spans(model_dir: str | Path, dataset_dir: str | Path, split: str, batch
         rows.append({"start": start, "end": end, "blocks_skipped": end - start + 1 if start else 0,
                      "metric": "accuracy", "value": correct / len(frame)})
     _set_blocks(model, blocks)
-    table = pd.DataFrame(rows)
-    table["split"], table["n"], table["model"] = split, len(frame), Path(model_dir).name
-    return table
+    return _tagged(rows, split, frame, model_dir)

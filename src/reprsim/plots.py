@@ -75,14 +75,6 @@ def pair_heatmaps(table: pd.DataFrame, out_path: str | Path) -> None:
     _save(fig, out_path)
 
 
-def similarity_heatmap(table: pd.DataFrame, measure: str, out_path: str | Path) -> None:
-    """Layer × layer heatmap of one `measure` for the one model pair in `table`."""
-    rows = table[table["measure"] == measure]
-    if rows.empty:
-        raise ValueError(f"table has no rows for measure {measure!r}")
-    pair_heatmaps(rows, out_path)
-
-
 def model_distance_figure(matrices: dict[int, pd.DataFrame], label: str, out_path: str | Path) -> None:
     """Per depth: the arccos-CKA model-distance matrix and an average-linkage dendrogram of it."""
     from scipy.cluster.hierarchy import dendrogram, linkage

@@ -23,6 +23,12 @@ def _image(path: str | Path, caption: str, wide: bool = False) -> str:
     )
 
 
+def _figure_grid(heading: str, text: str, figures: list[str]) -> list[str]:
+    """A report section: heading, one paragraph, one figure per model (captioned by its directory)."""
+    return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(text)}</p>", "<div class='grid'>",
+            *[_image(p, Path(p).parent.name) for p in figures], "</div>"]
+
+
 def _table(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, classes="data", na_rep="–", float_format=lambda v: f"{v:.4g}")
 
@@ -133,23 +139,23 @@ def build_report(
             summary = errors.groupby(["model_a", "model_b", "direction"])["value"].agg(["mean", "min", "max"])
             parts.append(_table(summary.reset_index()))
     if truncation_figures:
-        parts += [
-            "<h2>Fine-tuned models: truncation</h2>",
-            "<p>Phang et al. (2021): layer l's representation is fed to the fine-tuned task head with no "
-            "further training (UNTUNED). The full model and the majority class are shown for reference.</p>",
-            "<div class='grid'>", *[_image(p, Path(p).parent.name) for p in truncation_figures], "</div>",
-        ]
+        parts += _figure_grid(
+            "Fine-tuned models: truncation",
+            "Phang et al. (2021): layer l's representation is fed to the fine-tuned task head with no further "
+            "training (UNTUNED). The full model and the majority class are shown for reference.",
+            truncation_figures,
+        )
         full = pd.concat([pd.read_parquet(p) for p in truncation_tables], ignore_index=True)
         wide = full.pivot_table(index="model", columns=["mode", "layer"], values="value")
         wide.columns = [f"{mode} {layer}" if mode == "UNTUNED" else mode for mode, layer in wide.columns]
         parts.append(_table(wide.reset_index()))
     if skip_figures:
-        parts += [
-            "<h2>Fine-tuned models: skipping blocks</h2>",
-            "<p>Phang et al. (2021, §4.1): accuracy when each contiguous span of blocks is replaced by the "
-            "identity, with no further training.</p>",
-            "<div class='grid'>", *[_image(p, Path(p).parent.name) for p in skip_figures], "</div>",
-        ]
+        parts += _figure_grid(
+            "Fine-tuned models: skipping blocks",
+            "Phang et al. (2021, §4.1): accuracy when each contiguous span of blocks is replaced by the identity, "
+            "with no further training.",
+            skip_figures,
+        )
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
