@@ -36,6 +36,7 @@ include: "rules/models.smk"
 include: "rules/finetune.smk"
 include: "rules/extract.smk"
 include: "rules/compare.smk"
+include: "rules/align.smk"
 include: "rules/report.smk"
 
 

@@ -16,7 +16,8 @@ rule compare_pair:
         alignment=canonical(config["alignment"]),
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=compare_mem_mb,
+        runtime=compare_runtime,
     conda:
         "../envs/compare.yaml"
     script:

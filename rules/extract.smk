@@ -16,7 +16,8 @@ rule extract_activations:
     threads: 2
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=extract_mem_mb,
+        runtime=extract_runtime,
     conda:
         "../envs/extract.yaml"
     script:

@@ -1,4 +1,5 @@
-# Fine-tuning (a model source like any other) and its evaluation: truncation (Phang et al. 2021).
+# Fine-tuning (a model source like any other) and what it did to each layer (Phang et al. 2021):
+# truncation, skipping blocks, and CLS-token CKA views between layers.
 
 
 rule finetune_model:
@@ -17,7 +18,8 @@ rule finetune_model:
     threads: 2
     resources:
         gpu=1,
-        mem_mb=8000,
+        mem_mb=finetune_mem_mb,
+        runtime=finetune_runtime,
     conda:
         "../envs/finetune.yaml"
     script:
@@ -27,6 +29,7 @@ rule finetune_model:
 rule truncation:
     input:
         model="results/models/{model}",
+        base=lambda wildcards: model_dir(config["models"][wildcards.model]["base"]),
         dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
         code=code("evaluate_finetuned"),
     output:
@@ -35,6 +38,7 @@ rule truncation:
         "results/logs/finetune/{model}.truncation.log",
     params:
         kind="truncation",
+        heads=config["finetune_eval"]["heads"],
         split=config["finetune_eval"]["split"],
         batch_size=config["finetune_eval"]["batch_size"],
         device=config["device"],
@@ -43,7 +47,8 @@ rule truncation:
     threads: 2
     resources:
         gpu=1,
-        mem_mb=4000,
+        mem_mb=evaluation_mem_mb,
+        runtime=truncation_runtime,
     conda:
         "../envs/finetune.yaml"
     script:
@@ -69,8 +74,30 @@ rule skip:
     threads: 2
     resources:
         gpu=1,
-        mem_mb=4000,
+        mem_mb=evaluation_mem_mb,
+        runtime=skip_runtime,
     conda:
         "../envs/finetune.yaml"
     script:
         "../scripts/evaluate_finetuned.py"
+
+
+rule layer_views:
+    input:
+        unpack(layer_view_stores),
+        code=code("layer_views"),
+    output:
+        table="results/finetune/{model}/layer_views.parquet",
+    log:
+        "results/logs/finetune/{model}.layer_views.log",
+    params:
+        base=lambda wildcards: config["models"][wildcards.model]["base"],
+        siblings=lambda wildcards: siblings(wildcards.model),
+        split=config["similarity"]["split"],
+    wildcard_constraints:
+        model=_one_of(FINETUNED),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/layer_views.py"

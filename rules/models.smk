@@ -14,8 +14,9 @@ rule materialize_model:
         spec=model_spec,
     wildcard_constraints:
         model=_one_of(MATERIALIZED),
+    threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
     conda:
         "../envs/models.yaml"
     script:

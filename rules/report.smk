@@ -17,6 +17,7 @@ rule pair_heatmap:
         "results/logs/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.log",
     params:
         kind="heatmap",
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -38,6 +39,8 @@ rule truncation_figure:
         "results/logs/figures/finetune/{model}.log",
     params:
         kind="truncation",
+        metric=lambda wildcards: task_metric(wildcards.model),
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -59,6 +62,30 @@ rule skip_figure:
         "results/logs/figures/finetune/{model}.skip.log",
     params:
         kind="skip",
+        metric=lambda wildcards: task_metric(wildcards.model),
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figures.py"
+
+
+rule layer_views_figure:
+    input:
+        table="results/finetune/{model}/layer_views.parquet",
+        code=code("plot_figures"),
+    output:
+        figure=report(
+            "results/figures/finetune/{model}/layer_views.png",
+            category="Fine-tuning",
+            caption="../report/layer_views.rst",
+            labels={"model": "{model}"},
+        ),
+    log:
+        "results/logs/figures/finetune/{model}.layer_views.log",
+    params:
+        kind="layer_views",
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -73,6 +100,7 @@ rule aggregate_pairs:
         table="results/tables/pairs.parquet",
     log:
         "results/logs/tables/pairs.log",
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -93,6 +121,7 @@ rule alignment_figure:
         "results/logs/figures/alignment.log",
     params:
         kind="alignment",
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -114,6 +143,7 @@ rule model_distance_figure:
     params:
         kind="model_distance",
         label=config["report"]["distance_measure"],
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -137,6 +167,7 @@ rule localization_figure:
         kind="localization",
         neuronsim=first_label(config["measures"], "neuronsim"),
         svcca=first_label(config["measures"], "svcca"),
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:
@@ -155,6 +186,12 @@ rule report:
         truncation_tables=all_truncation_tables(),
         truncation_figures=all_truncation_figures(),
         skip_figures=all_skip_figures(),
+        align_tables=all_align_tables(),
+        align_figures=all_align_figures(),
+        synthetic_tables=all_synthetic_tables(),
+        injection_tables=all_injection_tables(),
+        layer_views=all_layer_views(),
+        layer_view_figures=all_layer_view_figures(),
         code=code("build_report"),
     output:
         html="results/report/index.html",
@@ -162,6 +199,8 @@ rule report:
         "results/logs/report.log",
     params:
         title=config["report"]["title"],
+        task_metrics={m: task_metric(m) for m in FINETUNED},
+    threads: 1
     conda:
         "../envs/report.yaml"
     script:

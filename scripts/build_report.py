@@ -16,4 +16,11 @@ with tee_to_log(snakemake.log[0]):
         truncation_tables=list(snakemake.input.truncation_tables),
         truncation_figures=list(snakemake.input.truncation_figures),
         skip_figures=list(snakemake.input.skip_figures),
+        align_tables=list(snakemake.input.align_tables),
+        align_figures=list(snakemake.input.align_figures),
+        synthetic_tables=list(snakemake.input.synthetic_tables),
+        injection_tables=list(snakemake.input.injection_tables),
+        layer_views=list(snakemake.input.layer_views),
+        layer_view_figures=list(snakemake.input.layer_view_figures),
+        task_metrics=snakemake.params.task_metrics,
     )

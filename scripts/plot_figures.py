@@ -2,6 +2,7 @@
 import pandas as pd
 
 from reprsim import aggregate, plots
+from reprsim.layer_views import block_summary
 from reprsim.logs import tee_to_log
 
 with tee_to_log(snakemake.log[0]):
@@ -10,9 +11,13 @@ with tee_to_log(snakemake.log[0]):
     if kind == "heatmap":
         plots.pair_heatmaps(table, snakemake.output.figure)
     elif kind == "truncation":
-        plots.truncation_curve(table, snakemake.output.figure)
+        plots.truncation_curve(table, snakemake.output.figure, snakemake.params.metric)
     elif kind == "skip":
-        plots.skip_heatmap(table, snakemake.output.figure)
+        plots.skip_heatmap(table, snakemake.output.figure, snakemake.params.metric)
+    elif kind == "aligners":
+        plots.aligner_figure(table, snakemake.output.figure)
+    elif kind == "layer_views":
+        plots.layer_views_figure(table, block_summary(table), snakemake.output.figure)
     elif kind == "alignment":
         plots.alignment_curves(table, snakemake.output.figure)
     elif kind == "model_distance":

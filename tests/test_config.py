@@ -20,7 +20,8 @@ def problems_of(config) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize("path", ["config/config.yaml", "tests/config/tiny.yaml"])
+@pytest.mark.parametrize("path", ["config/config.yaml", "tests/config/tiny.yaml", "config/examples/glue-local.yaml",
+                                  "config/examples/glue-hub.yaml"])
 def test_shipped_configs_are_valid(path):
     config = validate_config(load_yaml(REPO / path))
     assert config["extraction"]["datasets"] == sorted(config["datasets"])
@@ -142,3 +143,27 @@ def test_seed_lists_expand_to_one_model_per_seed(default_config):
 def test_expanded_names_must_not_collide(default_config):
     default_config["models"]["minilm-ft"] = {"source": "finetune", "base": "minilm", "dataset": "synth", "seeds": [1]}
     assert "already a model" in problems_of(default_config)
+
+
+def test_steps_or_epochs_not_both(default_config):
+    default_config["models"]["minilm-ft-s1"]["epochs"] = 2
+    assert "give steps or epochs, not both" in problems_of(default_config)
+
+
+def test_local_datasets_take_the_top_level_data_root(default_config):
+    default_config["data_root"] = "/data/glue"
+    default_config["datasets"]["sst2"] = {"source": "local", "files": {"train": "sst2/train.tsv"},
+                                          "columns": {"text": "sentence", "label": "label"}}
+    default_config["datasets"]["own"] = {**default_config["datasets"]["sst2"], "data_root": "elsewhere"}
+    config = validate_config(default_config)
+    assert config["datasets"]["sst2"]["data_root"] == "/data/glue"
+    assert config["datasets"]["own"]["data_root"] == "elsewhere"
+    assert config["datasets"]["sst2"]["metric"] == "accuracy"
+
+
+def test_layer_views_need_the_fine_tuning_dataset_extracted(default_config):
+    default_config["datasets"]["other"] = {"source": "builtin", "n_examples": 100}
+    default_config["extraction"]["datasets"] = ["other"]
+    assert "extraction.datasets leaves out" in problems_of(default_config)
+    default_config["finetune_eval"] = {"layer_views": False}
+    validate_config(default_config)

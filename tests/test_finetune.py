@@ -1,12 +1,16 @@
-"""Fine-tuning reproducibility and the UNTUNED truncation consistency properties."""
+"""Fine-tuning (reproducibility, freezing, epochs, scores) and the truncation / skipping consistency properties."""
 
+import numpy as np
 import pytest
 import torch
 
 from reprsim.data import load_split
-from reprsim.finetune import accuracy, finetune_model, load_classifier, untuned_truncation
+from reprsim.finetune import classification_scores, evaluate, finetune_model, load_classifier, training_steps
 from reprsim.models import load_tokenizer
 from reprsim.provenance import hash_directory
+from reprsim.truncation import head_logits, skip_spans, train_head, truncation
+
+NO_HEADS = None
 
 SPEC = {"source": "finetune", "base": "bert", "dataset": "tiny", "seed": 3, "steps": 6, "batch_size": 8,
         "learning_rate": 1e-3, "warmup_fraction": 0.1, "weight_decay": 0.01, "max_length": 24}
@@ -43,22 +47,26 @@ def test_training_changed_the_encoder_and_logged_loss(tuned, tiny_models):
 @pytest.mark.parametrize("family", ["bert", "gpt2"])
 def test_untuned_last_layer_equals_full_model(tuned, tiny_dataset, family):
     directory, meta = tuned[family]
-    table = untuned_truncation(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
-    untuned = table[table["mode"] == "UNTUNED"].set_index("layer")["value"]
-    full = table[table["mode"] == "FULL"]["value"].item()
-    assert len(untuned) == meta["n_layers"] + 1
-    assert untuned.iloc[-1] == full
-    assert full == pytest.approx(meta["validation_accuracy"])
+    table = truncation(directory, None, tiny_dataset, "validation", 7, torch.device("cpu"), heads=NO_HEADS)
+    for metric in ("accuracy", "matthews_correlation"):
+        rows = table[table["metric"] == metric]
+        untuned = rows[rows["mode"] == "UNTUNED"].set_index("layer")["value"]
+        full = rows[rows["mode"] == "FULL"]["value"].item()
+        assert len(untuned) == meta["n_layers"] + 1
+        assert untuned.iloc[-1] == full
+        assert full == pytest.approx(meta[f"validation_{metric}"])
     model = load_classifier(directory, torch.device("cpu"))
-    assert full == accuracy(model, load_tokenizer(directory), load_split(tiny_dataset, "validation"), 5, 24, "cpu")
-    majority = table[table["mode"] == "MAJORITY"]["value"].item()
-    assert 0.5 <= majority <= 1
+    scores = evaluate(model, load_tokenizer(directory), load_split(tiny_dataset, "validation"), 5, 24, "cpu")
+    assert scores["accuracy"] == table.query("mode == 'FULL' and metric == 'accuracy'")["value"].item()
+    # the majority baseline predicts the train split's most frequent class
+    train, validation = load_split(tiny_dataset, "train"), load_split(tiny_dataset, "validation")
+    majority = table.query("mode == 'MAJORITY' and metric == 'accuracy'")["value"].item()
+    assert majority == pytest.approx((validation["label"] == train["label"].mode().min()).mean())
+    assert table.query("mode == 'MAJORITY' and metric == 'matthews_correlation'")["value"].item() == 0
 
 
 def test_head_on_each_layer_matches_a_truncated_model(tuned, tiny_dataset):
     """UNTUNED at layer l equals the model with its blocks above l removed."""
-    from reprsim.finetune import head_logits
-
     directory, _ = tuned["bert"]
     model = load_classifier(directory, torch.device("cpu"))
     tokenizer = load_tokenizer(directory)
@@ -97,10 +105,9 @@ def test_freezing_more_blocks_than_exist_is_refused(tiny_models, tiny_dataset, t
 
 @pytest.mark.parametrize("family", ["bert", "gpt2"])
 def test_skipping_nothing_is_the_full_model_and_spans_are_complete(tuned, tiny_dataset, family):
-    from reprsim.finetune import skip_spans
-
     directory, meta = tuned[family]
     table = skip_spans(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
+    table = table[table["metric"] == "accuracy"]
     depth = meta["n_layers"]
     assert len(table) == 1 + depth * (depth + 1) // 2
     nothing = table[(table["start"] == 0)]["value"].item()
@@ -109,13 +116,66 @@ def test_skipping_nothing_is_the_full_model_and_spans_are_complete(tuned, tiny_d
 
 def test_skipping_the_top_blocks_equals_untuned_truncation(tuned, tiny_dataset):
     """Skipping blocks l+1..L feeds layer l to the head: the UNTUNED truncation value at l (BERT)."""
-    from reprsim.finetune import skip_spans
-
     directory, meta = tuned["bert"]
-    skip = skip_spans(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
-    truncation = untuned_truncation(directory, tiny_dataset, "validation", 7, torch.device("cpu"))
-    untuned = truncation[truncation["mode"] == "UNTUNED"].set_index("layer")["value"]
+    skip = skip_spans(directory, tiny_dataset, "validation", 7, torch.device("cpu")).query("metric == 'accuracy'")
+    truncated = truncation(directory, None, tiny_dataset, "validation", 7, torch.device("cpu"), heads=NO_HEADS)
+    untuned = truncated.query("mode == 'UNTUNED' and metric == 'accuracy'").set_index("layer")["value"]
     depth = meta["n_layers"]
     for layer in range(depth):
         top = skip[(skip["start"] == layer + 1) & (skip["end"] == depth)]["value"].item()
         assert top == pytest.approx(untuned[layer])
+
+
+def test_tuned_heads_train_only_the_head(tuned, tiny_models, tiny_dataset):
+    """TUNED and TUNEDORIG: one fresh head per layer; the encoders' weights are untouched."""
+    directory, meta = tuned["bert"]
+    before = {name: hash_directory(path) for name, path in (("tuned", directory), ("base", tiny_models["bert"]))}
+    table = truncation(directory, tiny_models["bert"], tiny_dataset, "validation", 7, torch.device("cpu"),
+                       heads={"epochs": 2, "max_train_examples": 30})
+    assert {name: hash_directory(path) for name, path in (("tuned", directory), ("base", tiny_models["bert"]))} == before
+    for mode in ("TUNED", "TUNEDORIG"):
+        curve = table.query("mode == @mode and metric == 'accuracy'")
+        assert sorted(curve["layer"]) == list(range(meta["n_layers"] + 1))
+        assert curve["value"].between(0, 1).all()
+    assert (table["n_train_heads"] == 30).all()
+    again = truncation(directory, tiny_models["bert"], tiny_dataset, "validation", 7, torch.device("cpu"),
+                       heads={"epochs": 2, "max_train_examples": 30})
+    assert again["value"].tolist() == table["value"].tolist()  # reproducible from the model's seed
+
+
+def test_a_fresh_head_learns_from_fixed_features():
+    """train_head optimises only its own parameters, and it can fit a separable problem."""
+    rng = np.random.default_rng(0)
+    features = torch.tensor(rng.normal(size=(400, 8)), dtype=torch.float32)
+    labels = (features[:, 0] + 0.5 * features[:, 3] > 0).long()
+    frozen = features.clone()
+    head = train_head(features, labels, 2, {"epochs": 20, "learning_rate": 3e-3}, seed=0, dropout=0.0)
+    assert torch.equal(features, frozen)
+    with torch.no_grad():
+        accuracy = (head(features).argmax(-1) == labels).float().mean().item()
+    assert accuracy > 0.95
+
+
+def test_matthews_correlation_matches_its_definition():
+    labels = np.array([1, 1, 1, 0, 0, 1, 0, 1])
+    predictions = np.array([1, 0, 1, 0, 1, 1, 0, 1])
+    tp, tn, fp, fn = 4, 2, 1, 1
+    expected = (tp * tn - fp * fn) / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    scores = classification_scores(predictions, labels)
+    assert scores["matthews_correlation"] == pytest.approx(expected)
+    assert scores["accuracy"] == pytest.approx(6 / 8)
+    assert classification_scores(labels, labels)["matthews_correlation"] == pytest.approx(1.0)
+    assert classification_scores(np.ones(8, int), labels)["matthews_correlation"] == 0.0
+    # three classes: Gorodkin's R_K equals Pearson's correlation of the one-hot codes
+    labels3 = np.array([0, 1, 2, 2, 1, 0, 2, 1, 0, 0])
+    predictions3 = np.array([0, 2, 2, 2, 1, 0, 1, 1, 0, 2])
+    onehot = lambda v: np.eye(3)[v]  # noqa: E731
+    x, y = onehot(predictions3) - onehot(predictions3).mean(0), onehot(labels3) - onehot(labels3).mean(0)
+    pearson = (x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum())
+    assert classification_scores(predictions3, labels3)["matthews_correlation"] == pytest.approx(pearson)
+
+
+def test_epochs_set_the_number_of_steps():
+    assert training_steps({"steps": 7, "batch_size": 8}, 100) == 7
+    assert training_steps({"steps": None, "epochs": 2, "batch_size": 8}, 100) == 25
+    assert training_steps({"steps": None, "epochs": None, "batch_size": 8}, 100) == 300

@@ -19,9 +19,10 @@ from reprsim.store import open_store
 
 pytestmark = pytest.mark.workflow
 TINY = REPO / "tests" / "config" / "tiny.yaml"
-MODELS = ["minilm", "tiny-bert-s0", "tiny-ft", "tiny-gpt2"]
-LAYERS = {"minilm": 7, "tiny-bert-s0": 3, "tiny-ft": 3, "tiny-gpt2": 4}
-WIDTH = {"minilm": 384, "tiny-bert-s0": 32, "tiny-ft": 32, "tiny-gpt2": 32}
+MODELS = ["minilm", "tiny-bert-s0", "tiny-ft-s1", "tiny-ft-s2", "tiny-gpt2"]
+LAYERS = {"minilm": 7, "tiny-bert-s0": 3, "tiny-ft-s1": 3, "tiny-ft-s2": 3, "tiny-gpt2": 4}
+WIDTH = {"minilm": 384, "tiny-bert-s0": 32, "tiny-ft-s1": 32, "tiny-ft-s2": 32, "tiny-gpt2": 32}
+N_PAIRS = len(MODELS) * (len(MODELS) + 1) // 2
 
 
 @pytest.fixture(scope="session")
@@ -92,27 +93,59 @@ def test_summaries_cover_every_layer(workflow):
 
 
 def test_skip_table(workflow):
-    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "skip.parquet")
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "skip.parquet")
+    table = table[table["metric"] == "accuracy"]
     assert len(table) == 1 + 2 * 3 // 2  # nothing skipped, then every span of 2 blocks
     full = table[table["start"] == 0]["value"].item()
-    truncation = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "truncation.parquet")
-    assert full == truncation[truncation["mode"] == "FULL"]["value"].item()
+    truncation = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "truncation.parquet")
+    assert full == truncation.query("mode == 'FULL' and metric == 'accuracy'")["value"].item()
 
 
 def test_truncation_table(workflow):
-    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft" / "truncation.parquet")
-    untuned = table[table["mode"] == "UNTUNED"].sort_values("layer")
-    assert list(untuned["layer"]) == [0, 1, 2]
-    assert untuned["value"].iloc[-1] == table[table["mode"] == "FULL"]["value"].item()
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "truncation.parquet")
+    assert set(table["mode"]) == {"UNTUNED", "TUNED", "TUNEDORIG", "FULL", "MAJORITY"}
+    assert set(table["metric"]) == {"accuracy", "matthews_correlation"}
+    accuracy = table[table["metric"] == "accuracy"]
+    for mode in ("UNTUNED", "TUNED", "TUNEDORIG"):
+        assert sorted(accuracy[accuracy["mode"] == mode]["layer"]) == [0, 1, 2]
+    untuned = accuracy[accuracy["mode"] == "UNTUNED"].sort_values("layer")
+    assert untuned["value"].iloc[-1] == accuracy[accuracy["mode"] == "FULL"]["value"].item()
+
+
+def test_layer_views_compare_seeds(workflow):
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "layer_views.parquet")
+    assert list(dict.fromkeys(table["view"])) == ["ORIG–ORIG", "FT–ORIG", "FT–FT", "FT[tiny-ft-s1]–FT[tiny-ft-s2]"]
+    assert set(table[table["view"] == "ORIG–ORIG"]["model_a"]) == {"tiny-bert-s0"}
+    assert len(table) == 4 * 3 * 3
+    # BERT's first token at the embedding layer is one vector for every example: CKA undefined there
+    undefined = table["value"].isna()
+    assert ((table["layer_a"] == 0) | (table["layer_b"] == 0))[undefined].all()
+    assert table[~undefined]["value"].between(0.5, 1 + 1e-9).all()
+
+
+def test_aligner_stage(workflow):
+    """Every aligner per layer pair in both directions, synthetic recovery, and injection between the seeds."""
+    aligners = set(yaml.safe_load(TINY.read_text())["align"]["aligners"])
+    table = pd.read_parquet(workflow / "results" / "align" / "mean" / "tiny" / "tiny-bert-s0__tiny-gpt2.parquet")
+    scored = table[table["role"] == "score"]
+    assert set(scored["aligner"]) == aligners and set(scored["split"]) == {"test"}
+    assert len(scored) == LAYERS["tiny-bert-s0"] * LAYERS["tiny-gpt2"] * len(aligners) * 2  # layers: all
+    assert np.isfinite(scored["rel_error"]).all()
+    synthetic = pd.read_parquet(workflow / "results" / "align" / "synthetic" / "tiny" / "tiny-bert-s0.parquet")
+    assert set(synthetic["aligner"]) == aligners and set(synthetic["layer"]) == {2}
+    injection = pd.read_parquet(workflow / "results" / "align" / "injection" / "tiny" / "tiny-ft-s1__tiny-ft-s2.parquet")
+    assert {("tiny-ft-s1", "tiny-ft-s2"), ("tiny-ft-s2", "tiny-ft-s1")} == set(zip(injection["source"], injection["target"]))
+    assert {"target model", "random embedding", "random label"} | aligners == set(injection["method"])
 
 
 def test_report_shows_figures_and_provenance(workflow):
     page = (workflow / "results" / "report" / "index.html").read_text()
-    # pair heatmaps, alignment, truncation, skip, model distance, localization
-    assert page.count("<img src=\"data:image/png;base64,") == 10 + 1 + 1 + 1 + 1 + 1
+    # pair heatmaps, linear maps, aligners, per fine-tuned model truncation, skip and layer views, model
+    # distance, localization
+    assert page.count("<img src=\"data:image/png;base64,") == N_PAIRS + 1 + 1 + 2 * 3 + 1 + 1
     for model in MODELS:
         assert model in page
-    assert "content hash" in page and "builtin" in page
+    assert "content hash" in page and "builtin" in page and "Block structure" in page
     for figure in (workflow / "results" / "figures").rglob("*.png"):
         assert figure.read_bytes()[:4] == b"\x89PNG"
 
@@ -142,19 +175,22 @@ def jobs_after_edit(workflow, relative_path):
 
 def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
     summaries = {"model_distance_figure": 1, "localization_figure": 1}
+    finetune_figures = {"truncation_figure": 2, "skip_figure": 2, "layer_views_figure": 2}
     assert jobs_after_edit(workflow, "src/reprsim/plots.py") == {
-        "pair_heatmap": 10, "truncation_figure": 1, "skip_figure": 1, "alignment_figure": 1, **summaries,
+        "pair_heatmap": N_PAIRS, **finetune_figures, "alignment_figure": 1, "align_figure": 1, **summaries,
         "report": 1, "all": 1}
-    # figures import reprsim.metrics (its lazy __init__ names cka), so they count it as their code too
+    # figures and the report import reprsim.layer_views, which computes CKA, so they count cka.py as their code
+    # too; every aligner job imports reprsim.metrics through the CCA-family maps
     assert jobs_after_edit(workflow, "src/reprsim/metrics/cka.py") == {
-        "compare_pair": 10, "pair_heatmap": 10, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
-        "truncation_figure": 1, "skip_figure": 1, "report": 1, "all": 1}
-    # the fine-tuning code reruns the fine-tuned model and everything downstream of it, nothing else
+        "compare_pair": N_PAIRS, "pair_heatmap": N_PAIRS, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
+        "layer_views": 2, **finetune_figures, "align_layers": 1, "synthetic_alignment": 1, "layer_injection": 1,
+        "align_figure": 1, "report": 1, "all": 1}
+    # the fine-tuning code reruns the fine-tuned models and everything downstream of them, nothing else
+    untouched_pairs = 6  # among minilm, tiny-bert-s0 and tiny-gpt2
     assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
-        "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1, "skip": 1,
-        "skip_figure": 1,
-        "compare_pair": 4, "pair_heatmap": 4, "aggregate_pairs": 1, "alignment_figure": 1, **summaries,
-        "report": 1, "all": 1}
+        "finetune_model": 2, "extract_activations": 2, "truncation": 2, "skip": 2, "layer_views": 2,
+        **finetune_figures, "compare_pair": N_PAIRS - untouched_pairs, "pair_heatmap": N_PAIRS - untouched_pairs,
+        "layer_injection": 1, "aggregate_pairs": 1, "alignment_figure": 1, **summaries, "report": 1, "all": 1}
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):
@@ -163,11 +199,28 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
     (workflow / "more.yaml").write_text(yaml.safe_dump(config))
     output = dry_run(workflow, "--configfile", "more.yaml")
     jobs = planned_jobs(output)
-    assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 5, "pair_heatmap": 5,
+    assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 6, "pair_heatmap": 6,
                     "aggregate_pairs": 1, "alignment_figure": 1, "model_distance_figure": 1,
                     "localization_figure": 1, "report": 1, "all": 1}
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
-    assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 5
+    assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 6
+
+
+def test_adding_a_seed_trains_only_that_seed(workflow):
+    """A third seed: its own fine-tuning and evaluations, its pairs, and the seed views of its siblings."""
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["models"]["tiny-ft"]["seeds"] = [1, 2, 3]
+    (workflow / "seeds.yaml").write_text(yaml.safe_dump(config))
+    output = dry_run(workflow, "--configfile", "seeds.yaml")
+    assert planned_jobs(output) == {
+        "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1, "skip": 1,
+        "skip_figure": 1, "layer_views": 3, "layer_views_figure": 3, "compare_pair": 6, "pair_heatmap": 6,
+        "layer_injection": 2,
+        "aggregate_pairs": 1, "alignment_figure": 1, "model_distance_figure": 1, "localization_figure": 1,
+        "report": 1, "all": 1}
+    planned = planned_outputs(output)
+    assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
+    assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))
 
 
 def test_snakemake_report_builds(workflow, tmp_path):

@@ -111,6 +111,8 @@ def _reference_errors(config: dict) -> Iterator[str]:
                     f"key 'models.{name}.dataset' is {spec.get('dataset')!r}, which is not a "
                     f"dataset in this config; defined datasets: {', '.join(sorted(datasets))}"
                 )
+        if source == "finetune" and spec.get("steps") is not None and spec.get("epochs") is not None:
+            yield f"models.{name}: give steps or epochs, not both (steps {spec['steps']}, epochs {spec['epochs']})"
         if source == "init" and spec.get("tokenizer") not in models:
             yield (
                 f"key 'models.{name}.tokenizer' is {spec.get('tokenizer')!r}, which is not a model "
@@ -133,10 +135,11 @@ def _reference_errors(config: dict) -> Iterator[str]:
     measures = config.get("measures", {})
     if distance is not None and distance in measures and measures[distance]["measure"] != "cka":
         yield f"key 'report.distance_measure' is {distance!r}, a {measures[distance]['measure']} measure; it must name a cka measure"
+    yield from _align_errors(config.get("align", {}), models)
     extracted = config.get("extraction", {}).get("splits", [])
     wanted = {"similarity.split": config.get("similarity", {}).get("split")}
     alignment = config.get("alignment", {})
-    if alignment.get("enabled"):
+    if alignment.get("enabled") or config.get("align", {}).get("enabled"):
         wanted.update({f"alignment.{role}": alignment.get(role) for role in ("fit_split", "select_split", "score_split")})
     for key, split in wanted.items():
         if split is not None and split not in extracted:
@@ -144,12 +147,44 @@ def _reference_errors(config: dict) -> Iterator[str]:
                 f"key '{key}' is {split!r}, but activations are extracted only for "
                 f"extraction.splits = {extracted}; add it there"
             )
-    if alignment.get("enabled") and alignment.get("score_split") in (alignment.get("fit_split"), alignment.get("select_split")):
+    if (alignment.get("enabled") or config.get("align", {}).get("enabled")) and alignment.get("score_split") in (
+            alignment.get("fit_split"), alignment.get("select_split")):
         yield (
             f"key 'alignment.score_split' is {alignment['score_split']!r}, the same split the aligner is "
             "fit or selected on; scores must come from held-out rows"
         )
+    if config.get("finetune_eval", {}).get("layer_views"):
+        extraction = config.get("extraction", {})
+        on = extraction.get("datasets") or list(datasets)
+        for name, spec in models.items():
+            if spec.get("source") == "finetune" and spec.get("dataset") in datasets and spec["dataset"] not in on:
+                yield (f"finetune_eval.layer_views compares {name} with its base on its dataset "
+                       f"{spec['dataset']!r}, which extraction.datasets leaves out; add it there or set "
+                       "finetune_eval.layer_views: false")
+        if any(spec.get("source") == "finetune" for spec in models.values()) and "cls" not in extraction.get("poolings", []):
+            yield "finetune_eval.layer_views compares CLS representations; add 'cls' to extraction.poolings"
     yield from _cycle_errors(models)
+
+
+def _align_errors(align: dict, models: dict) -> Iterator[str]:
+    """Aligner names and parameters, and the models the aligner stage names."""
+    if not align.get("enabled"):
+        return
+    from reprsim.align.registry import check
+
+    for label, spec in align.get("aligners", {}).items():
+        try:
+            check(spec["aligner"], spec.get("params", {}))
+        except (ValueError, TypeError) as error:
+            yield f"key 'align.aligners.{label}.params': {error}"
+    named = [("align.pairs", name) for pair in align.get("pairs") or [] for name in pair]
+    named += [("align.synthetic.models", name) for name in align.get("synthetic", {}).get("models", [])]
+    for key, name in named:
+        if name not in models:
+            yield f"key '{key}' names {name!r}, which is not a model in this config; defined models: {', '.join(sorted(models))}"
+    for pair in align.get("pairs") or []:
+        if len(pair) == 2 and pair[0] == pair[1]:
+            yield f"key 'align.pairs' pairs {pair[0]!r} with itself; name two different models"
 
 
 def _expand_seeds(config: dict) -> Iterator[str]:
@@ -218,6 +253,9 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if problems:
         listing = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(f"invalid reprsim configuration ({len(problems)} problem(s)):\n{listing}")
+    for spec in config["datasets"].values():
+        if spec["source"] == "local" and spec.get("data_root") is None:
+            spec["data_root"] = config["data_root"]
     extraction = config["extraction"]
     if not extraction.get("datasets"):
         extraction["datasets"] = sorted(config["datasets"])

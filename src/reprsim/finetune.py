@@ -1,8 +1,7 @@
-"""Fine-tuning with a classification head, and truncation of fine-tuned models.
+"""Fine-tuning a model with a classification head (a model source like any other).
 
-Truncation follows Phang et al. (2021, §4): layer l's representation is fed to
-the task head. UNTUNED uses the fine-tuned head as it is, so at the last layer
-it reproduces the full model exactly.
+The evaluations of fine-tuned models (truncation, skipping blocks) live in
+:mod:`reprsim.truncation`; they share the batching and scoring helpers here.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ def _encode_rows(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length
     return batch
 
 
-def _eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> Iterator[dict]:
+def eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> Iterator[dict]:
     for start in range(0, len(frame), batch_size):
         yield _encode_rows(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
 
@@ -89,20 +88,56 @@ def load_classifier(model_dir: str | Path, device: torch.device):
     return model.to(device).eval()
 
 
+DEFAULT_STEPS = 300
+
+
+def classification_scores(predictions, labels) -> dict[str, float]:
+    """Accuracy and Matthews correlation (Gorodkin's multi-class form; CoLA's GLUE metric).
+
+    The correlation is 0 when predictions or labels hold a single class (its
+    denominator vanishes), as scikit-learn reports it.
+    """
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    if predictions.shape != labels.shape or predictions.size == 0:
+        raise ValueError(f"need as many predictions as labels (> 0); got {predictions.shape} and {labels.shape}")
+    classes = np.union1d(predictions, labels)
+    confusion = np.zeros((classes.size, classes.size), dtype=np.float64)
+    np.add.at(confusion, (np.searchsorted(classes, labels), np.searchsorted(classes, predictions)), 1)
+    n, correct = confusion.sum(), np.trace(confusion)
+    true, predicted = confusion.sum(axis=1), confusion.sum(axis=0)
+    denominator = np.sqrt((n**2 - predicted @ predicted) * (n**2 - true @ true))
+    mcc = (correct * n - predicted @ true) / denominator if denominator > 0 else 0.0
+    return {"accuracy": float(correct / n), "matthews_correlation": float(mcc)}
+
+
 @torch.inference_mode()
-def accuracy(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> float:
-    correct = 0
-    for batch in _eval_batches(tokenizer, frame, batch_size, max_length, device):
-        labels = batch.pop("labels")
-        correct += int((model(**batch).logits.argmax(-1) == labels).sum())
-    return correct / len(frame)
+def predict(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> np.ndarray:
+    """The model's predicted class for every row of `frame`."""
+    predictions = [
+        model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1).cpu()
+        for batch in eval_batches(tokenizer, frame, batch_size, max_length, device)
+    ]
+    return torch.cat(predictions).numpy()
+
+
+def evaluate(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> dict[str, float]:
+    return classification_scores(predict(model, tokenizer, frame, batch_size, max_length, device), frame["label"])
+
+
+def training_steps(spec: dict, n_train: int) -> int:
+    """`steps` when given, else `epochs` passes over the train split, else DEFAULT_STEPS."""
+    if spec.get("steps") is not None:
+        return int(spec["steps"])
+    if spec.get("epochs") is not None:
+        return max(1, math.ceil(float(spec["epochs"]) * n_train / int(spec["batch_size"])))
+    return DEFAULT_STEPS
 
 
 def finetune_model(
     name: str, spec: dict, base_dir: str | Path, dataset_dir: str | Path, out_dir: str | Path,
     device: torch.device,
 ) -> dict[str, Any]:
-    """Full fine-tuning of `base_dir` on the dataset's train split for a fixed number of steps.
+    """Fine-tuning of `base_dir` (all parameters but those `spec["freeze"]` names) on the train split.
 
     Reproducible from `spec["seed"]`: it seeds the head's initialisation, dropout
     and the order in which training examples are drawn.
@@ -116,7 +151,7 @@ def finetune_model(
     model = AutoModelForSequenceClassification.from_pretrained(
         base_dir, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id
     ).to(device)
-    steps, batch_size = int(spec["steps"]), int(spec["batch_size"])
+    steps, batch_size = training_steps(spec, len(train)), int(spec["batch_size"])
     frozen = freeze(model, spec.get("freeze"))
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=float(spec["learning_rate"]),
@@ -146,7 +181,9 @@ def finetune_model(
     bar.close()
     seconds = time.perf_counter() - started
     model.eval()
-    val_accuracy = accuracy(model, tokenizer, validation, 64, int(spec["max_length"]), device)
+    scores = evaluate(model, tokenizer, validation, 64, int(spec["max_length"]), device)
+    print(f"{name}: {steps} steps in {seconds:.1f} s; validation "
+          + ", ".join(f"{metric} {value:.4f}" for metric, value in scores.items()))
 
     with atomic_directory(out_dir) as tmp:
         model.save_pretrained(tmp)
@@ -161,7 +198,9 @@ def finetune_model(
             "dataset": spec["dataset"],
             "dataset_hash": dataset_meta["content_hash"],
             **describe_model(model),
-            "validation_accuracy": val_accuracy,
+            "steps": steps,
+            "epochs": round(steps * batch_size / len(train), 3),
+            **{f"validation_{metric}": value for metric, value in scores.items()},
             "frozen_parameters": len(frozen),
             "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
             "final_loss": log[-1]["loss"],
@@ -171,109 +210,3 @@ def finetune_model(
         }
         write_json(tmp / "meta.json", meta)
     return meta
-
-
-# --------------------------------------------------------------------------- truncation
-def head_logits(model, hidden: torch.Tensor, attention_mask: torch.Tensor, layer: int) -> torch.Tensor:
-    """The task head of `model` applied to layer `layer`'s hidden states (batch, tokens, d).
-
-    Equivalent to discarding the blocks above `layer`. Each family feeds its head
-    the way its own forward does.
-    """
-    kind = model.config.model_type
-    if kind == "bert":
-        pooled = model.bert.pooler(hidden) if model.bert.pooler is not None else hidden[:, 0]
-        return model.classifier(model.dropout(pooled))
-    if kind in ("roberta", "electra"):
-        return model.classifier(hidden)
-    if kind == "distilbert":
-        pooled = torch.relu(model.pre_classifier(hidden[:, 0]))
-        return model.classifier(model.dropout(pooled))
-    if kind == "gpt2":
-        # GPT2Model applies its final LayerNorm only to the last hidden state
-        if layer < n_layers(model.config):
-            hidden = model.transformer.ln_f(hidden)
-        last = attention_mask.sum(dim=1) - 1
-        return model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
-    raise NotImplementedError(
-        f"truncation is implemented for bert, roberta, electra, distilbert and gpt2 heads; got {kind!r}"
-    )
-
-
-def _evaluation_setup(model_dir: str | Path, dataset_dir: str | Path, split: str, device: torch.device):
-    """The split's rows, the tokenizer, the classifier (eval mode) and the max length it was tuned with."""
-    max_length = int(read_meta(model_dir)["spec"]["max_length"])
-    return load_split(dataset_dir, split), load_tokenizer(model_dir), load_classifier(model_dir, device), max_length
-
-
-def _tagged(rows: list[dict], split: str, frame: pd.DataFrame, model_dir: str | Path) -> pd.DataFrame:
-    table = pd.DataFrame(rows)
-    table["split"], table["n"], table["model"] = split, len(frame), Path(model_dir).name
-    return table
-
-
-@torch.inference_mode()
-def untuned_truncation(
-    model_dir: str | Path, dataset_dir: str | Path, split: str, batch_size: int, device: torch.device
-) -> pd.DataFrame:
-    """UNTUNED truncation curve: accuracy per layer with the tuned head, plus full model and majority class."""
-    frame, tokenizer, model, max_length = _evaluation_setup(model_dir, dataset_dir, split, device)
-    layers = n_layers(model.config) + 1
-    correct = np.zeros(layers, dtype=np.int64)
-    full_correct = 0
-    for batch in progress(
-        _eval_batches(tokenizer, frame, batch_size, max_length, device),
-        total=math.ceil(len(frame) / batch_size), unit="batch", desc=f"truncation {Path(model_dir).name}",
-    ):
-        labels = batch.pop("labels")
-        output = model(**batch, output_hidden_states=True)
-        full_correct += int((output.logits.argmax(-1) == labels).sum())
-        for layer, hidden in enumerate(output.hidden_states):
-            logits = head_logits(model, hidden, batch["attention_mask"], layer)
-            correct[layer] += int((logits.argmax(-1) == labels).sum())
-    n = len(frame)
-    majority = frame["label"].value_counts().iloc[0] / n
-    rows = [
-        {"layer": layer, "mode": "UNTUNED", "metric": "accuracy", "value": correct[layer] / n}
-        for layer in range(layers)
-    ]
-    rows.append({"layer": layers - 1, "mode": "FULL", "metric": "accuracy", "value": full_correct / n})
-    rows.append({"layer": -1, "mode": "MAJORITY", "metric": "accuracy", "value": float(majority)})
-    return _tagged(rows, split, frame, model_dir)
-
-
-# --------------------------------------------------------------------------- skipping
-def _set_blocks(model, blocks: torch.nn.ModuleList) -> None:
-    """Swap the model's block stack (the ModuleList transformer_blocks found) for `blocks`."""
-    current = transformer_blocks(model)
-    for parent in model.base_model.modules():
-        for name, child in parent.named_children():
-            if child is current:
-                setattr(parent, name, blocks)
-                return
-    raise NotImplementedError("cannot replace the transformer blocks of this model")
-
-
-@torch.inference_mode()
-def skip_spans(model_dir: str | Path, dataset_dir: str | Path, split: str, batch_size: int, device: torch.device
-               ) -> pd.DataFrame:
-    """Phang et al. (2021, §4.1): accuracy with every contiguous span [start, end] of blocks skipped
-    (identity in their place), no further training. Blocks are numbered 1..L; the row
-    start = end = 0 is the full model (nothing skipped)."""
-    frame, tokenizer, model, max_length = _evaluation_setup(model_dir, dataset_dir, split, device)
-    blocks = transformer_blocks(model)
-    depth = len(blocks)
-    batches = list(_eval_batches(tokenizer, frame, batch_size, max_length, device))
-    spans = [(0, 0)] + [(i, j) for i in range(1, depth + 1) for j in range(i, depth + 1)]
-    rows = []
-    for start, end in progress(spans, unit="span", desc=f"skip {Path(model_dir).name}"):
-        kept = [block for index, block in enumerate(blocks, start=1) if not start <= index <= end]
-        _set_blocks(model, torch.nn.ModuleList(kept))
-        correct = 0
-        for batch in batches:
-            inputs = {k: v for k, v in batch.items() if k != "labels"}
-            correct += int((model(**inputs, use_cache=False).logits.argmax(-1) == batch["labels"]).sum())
-        rows.append({"start": start, "end": end, "blocks_skipped": end - start + 1 if start else 0,
-                     "metric": "accuracy", "value": correct / len(frame)})
-    _set_blocks(model, blocks)
-    return _tagged(rows, split, frame, model_dir)

@@ -1,4 +1,4 @@
-"""Figures: per-pair similarity heatmaps, alignment error curves, truncation curves.
+"""Figures: per-pair similarity heatmaps, alignment error curves, fine-tuning evaluations.
 
 Every figure states what it shows in its title and axis labels, so it reads
 without a legend hunt. Similarity heatmaps share one colour scale (0 to 1).
@@ -161,29 +161,106 @@ def alignment_curves(table: pd.DataFrame, out_path: str | Path) -> None:
     _save(fig, out_path)
 
 
-def truncation_curve(table: pd.DataFrame, out_path: str | Path) -> None:
-    """Accuracy when layer l feeds the tuned head (UNTUNED), with full model and majority baseline."""
+MODE_STYLE = {  # Phang et al. (2021), Figure 3 colours
+    "UNTUNED": ("tab:green", "UNTUNED: tuned head on layer l, no training"),
+    "TUNED": ("tab:blue", "TUNED: fresh head on the frozen fine-tuned layer l"),
+    "TUNEDORIG": ("goldenrod", "TUNEDORIG: fresh head on the frozen base layer l"),
+}
+METRIC_NAMES = {"accuracy": "accuracy", "matthews_correlation": "Matthews correlation"}
+
+
+def aligner_figure(table: pd.DataFrame, out_path: str | Path) -> None:
+    """Ren et al. (2023): test error of every aligner per layer (left, one line per aligner and
+    direction) and, when every layer pair was aligned, the INN's layer × layer error (their Figure 3)."""
+    scored = table[table["role"] == "score"]
+    a, b = table["model_a"].iloc[0], table["model_b"].iloc[0]
+    all_pairs = scored.groupby("layer_a")["layer_b"].nunique().max() > 1
+    inn = scored[scored["method"] == "inn"]
+    panels = 2 if all_pairs and not inn.empty else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
+    ax = axes[0, 0]
+    matching = scored
+    if all_pairs:  # the line plot follows the layers at the same relative depth
+        depth_a, depth_b = scored["layer_a"].max(), scored["layer_b"].max()
+        matching = scored[scored["layer_b"] == (scored["layer_a"] * depth_b / max(depth_a, 1)).round()]
+    colours = dict(zip(dict.fromkeys(matching["aligner"]), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3))
+    for (direction, aligner), rows in matching.groupby(["direction", "aligner"], sort=False):
+        rows = rows.sort_values("layer_a")
+        ax.plot(rows["layer_a"], rows["rel_error"], marker="o", ms=3, color=colours[aligner],
+                ls="-" if direction == "a->b" else "--", label=f"{aligner} ({a if direction == 'a->b' else b} → "
+                                                               f"{b if direction == 'a->b' else a})")
+    ax.set_xlabel(f"layer of {a} (paired with the same relative depth of {b})")
+    ax.set_ylabel(f"||Y − g(X)||_F / ||Y||_F ({scored['split'].iloc[0]}, n={scored['n'].iloc[0]})")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title(f"Aligners between {a} and {b} (lower = more alike)", fontsize=9)
+    if panels == 2:
+        forward = inn[inn["direction"] == "a->b"]
+        matrix = forward.pivot_table(index="layer_a", columns="layer_b", values="rel_error").to_numpy()
+        image = axes[0, 1].imshow(matrix, cmap="viridis_r", origin="lower", vmin=0)
+        axes[0, 1].set_xlabel(f"layer of {b} (Y)")
+        axes[0, 1].set_ylabel(f"layer of {a} (X)")
+        axes[0, 1].set_title(f"INN test error, every layer pair ({a} → {b})", fontsize=9)
+        fig.colorbar(image, ax=axes[0, 1], label="relative error")
+    _save(fig, out_path)
+
+
+def truncation_curve(table: pd.DataFrame, out_path: str | Path, metric: str = "accuracy") -> None:
+    """Score when layer l feeds a classifier head, per mode, with the full model and the majority class."""
     model = table["model"].iloc[0]
-    untuned = table[table["mode"] == "UNTUNED"].sort_values("layer")
+    table = table[table["metric"] == metric]
     full = table[table["mode"] == "FULL"]["value"].iloc[0]
     majority = table[table["mode"] == "MAJORITY"]["value"].iloc[0]
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    ax.plot(untuned["layer"], untuned["value"], marker="o", color="tab:green", label="UNTUNED (tuned head on layer l)")
-    ax.axhline(full, color="black", lw=1, label=f"full fine-tuned model ({full:.3f})")
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for mode, (colour, label) in MODE_STYLE.items():
+        curve = table[table["mode"] == mode].sort_values("layer")
+        if not curve.empty:
+            ax.plot(curve["layer"], curve["value"], marker="o", color=colour, label=label)
+    layers = table[table["mode"] == "UNTUNED"]["layer"].sort_values()
+    ax.scatter([layers.iloc[-1]], [full], marker="*", s=160, color="black", zorder=3,
+               label=f"full fine-tuned model ({full:.3f})")
     ax.axhline(majority, color="tab:red", ls=":", label=f"majority class ({majority:.3f})")
-    ax.set_xticks(untuned["layer"])
+    ax.set_xticks(layers)
     ax.set_xlabel("layer fed to the task head (0 = embeddings)")
-    ax.set_ylabel(f"accuracy ({table['split'].iloc[0]}, n={table['n'].iloc[0]})")
-    ax.set_ylim(0, 1.02)
-    ax.set_title(f"Truncation of {model} (Phang et al. 2021, UNTUNED)", fontsize=9)
+    ax.set_ylabel(f"{METRIC_NAMES[metric]} ({table['split'].iloc[0]}, n={table['n'].iloc[0]})")
+    ax.set_ylim(min(0.0, table["value"].min() - 0.02), 1.02)
+    ax.set_title(f"Truncation of {model} (Phang et al. 2021, Figure 3)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     _save(fig, out_path)
 
 
-def skip_heatmap(table: pd.DataFrame, out_path: str | Path) -> None:
-    """Triangular heatmap: accuracy with blocks start..end skipped (Phang et al. 2021, Figure 4 style)."""
+def layer_views_figure(table: pd.DataFrame, blocks: pd.DataFrame, out_path: str | Path) -> None:
+    """CLS-token CKA between layers, one panel per view, with the block split drawn on FT–FT and ORIG–ORIG."""
     model = table["model"].iloc[0]
+    views = list(dict.fromkeys(table["view"]))
+    fig, axes = plt.subplots(1, len(views), figsize=(3.3 * len(views), 3.6), squeeze=False)
+    for ax, view in zip(axes[0], views):
+        rows = table[table["view"] == view]
+        matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").to_numpy()
+        image = ax.imshow(matrix, cmap="magma", vmin=0, vmax=1, origin="lower")
+        ax.set_title(view, fontsize=8)
+        ax.set_xlabel(f"layer of {rows['model_b'].iloc[0]}", fontsize=7)
+        ax.set_ylabel(f"layer of {rows['model_a'].iloc[0]}", fontsize=7)
+        ax.tick_params(labelsize=6)
+        summary = blocks[blocks["view"] == view]
+        if not summary.empty and pd.notna(summary["split"].iloc[0]):
+            split = int(summary["split"].iloc[0])
+            for line in (ax.axhline, ax.axvline):
+                line(split - 0.5, color="cyan", lw=1, ls="--")
+            ax.text(0.02, 0.98, f"split at layer {split}\ncontrast {summary['contrast'].iloc[0]:.2f}",
+                    transform=ax.transAxes, va="top", fontsize=6, color="cyan")
+    fig.colorbar(image, ax=axes[0].tolist(), label="linear CKA (CLS token)", fraction=0.02, pad=0.02)
+    fig.suptitle(f"{model}: CKA between layers ({table['split'].iloc[0]}, n={table['n'].iloc[0]}); "
+                 "dashed: best two-block split", fontsize=9)
+    _save(fig, out_path)
+
+
+def skip_heatmap(table: pd.DataFrame, out_path: str | Path, metric: str = "accuracy") -> None:
+    """Triangular heatmap: the score with blocks start..end skipped (Phang et al. 2021, Figure 4 style)."""
+    model = table["model"].iloc[0]
+    table = table[table["metric"] == metric]
     spans = table[table["start"] > 0]
     full = table[table["start"] == 0]["value"].item()
     depth = int(spans["end"].max())
@@ -191,7 +268,7 @@ def skip_heatmap(table: pd.DataFrame, out_path: str | Path) -> None:
     for row in spans.itertuples():
         matrix[row.start - 1, row.end - 1] = row.value
     fig, ax = plt.subplots(figsize=(1.6 + 0.5 * depth, 1.2 + 0.5 * depth))
-    image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=1, origin="upper")
+    image = ax.imshow(matrix, cmap="viridis", vmin=min(0.0, np.nanmin(matrix)), vmax=1, origin="upper")
     for (i, j), value in np.ndenumerate(matrix):
         if not np.isnan(value):
             ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6, color="white" if value < 0.6 else "black")
@@ -199,7 +276,8 @@ def skip_heatmap(table: pd.DataFrame, out_path: str | Path) -> None:
     ax.set_yticks(range(depth), range(1, depth + 1))
     ax.set_xlabel("last skipped block")
     ax.set_ylabel("first skipped block")
-    ax.set_title(f"Skipping blocks of {model}: accuracy ({table['split'].iloc[0]}, n={table['n'].iloc[0]})\n"
+    ax.set_title(f"Skipping blocks of {model}: {METRIC_NAMES[metric]} ({table['split'].iloc[0]}, "
+                 f"n={table['n'].iloc[0]})\n"
                  f"no block skipped: {full:.3f}", fontsize=9)
-    fig.colorbar(image, ax=ax, label="accuracy", fraction=0.046, pad=0.04)
+    fig.colorbar(image, ax=ax, label=METRIC_NAMES[metric], fraction=0.046, pad=0.04)
     _save(fig, out_path)

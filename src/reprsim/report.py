@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from reprsim.data import read_meta
+from reprsim.layer_views import block_summary
 from reprsim.store import open_store
 from reprsim.provenance import versions
 
@@ -47,6 +48,8 @@ def models_table(model_dirs: list[str]) -> pd.DataFrame:
             "seed": meta.get("seed"), "architecture": meta["architecture"], "layers": meta["n_layers"],
             "width": meta["hidden_size"], "parameters": f"{meta['n_parameters'] / 1e6:.1f} M",
             "validation accuracy": meta.get("validation_accuracy"),
+            "validation MCC": meta.get("validation_matthews_correlation"),
+            "train steps": meta.get("steps"), "train s": meta.get("train_seconds"),
             "content hash": _short(meta.get("content_hash")),
         })
     return pd.DataFrame(rows)
@@ -78,6 +81,93 @@ def stores_table(store_paths: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _read_all(paths: list[str]) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+
+
+def _aligner_sections(align_tables: list[str], align_figures: list[str], synthetic_tables: list[str],
+                      injection_tables: list[str]) -> list[str]:
+    """Ren et al. (2023): synthetic recovery (Table 3), real alignment (Table 4, Figure 3), injection (Table 5)."""
+    parts = []
+    if synthetic_tables:
+        synthetic = _read_all(synthetic_tables)
+        wide = synthetic.pivot_table(index=["model", "layer", "map_seed"], columns="aligner", values="rel_error")
+        parts += [
+            "<h2>Aligners: synthetic recovery (Ren et al. 2023, Table 3)</h2>",
+            "<p>X is a real layer (standardised), Y = f(X) for a randomly initialised invertible network of affine "
+            "coupling layers the aligners never see; each aligner is fit on train rows, selected on validation rows, "
+            "and its relative error ||Y − g(X)||_F / ||Y||_F on test rows is shown (lower is better).</p>",
+            _table(wide.reset_index()),
+        ]
+    if align_tables:
+        aligned = _read_all(align_tables)
+        scored = aligned[aligned["role"] == "score"]
+        summary = scored.groupby(["dataset", "model_a", "model_b", "direction", "aligner"])["rel_error"].agg(
+            ["mean", "min", "max"]).reset_index()
+        wide = summary.pivot_table(index=["dataset", "model_a", "model_b", "direction"], columns="aligner",
+                                   values="mean")
+        parts += [
+            "<h2>Aligners between models (Ren et al. 2023, Table 4)</h2>",
+            "<p>Every aligner maps each layer of one model onto the layer at the same relative depth of the other "
+            "(a->b: model_a's layer is X), fit on train rows, selected on validation rows; the table gives the mean "
+            "test relative error over layers. INN: stacked affine coupling layers (a bijection); mlp: the "
+            "non-bijective sanity bound.</p>",
+            _table(wide.reset_index()),
+            *[_image(path, Path(path).stem.replace("__", " vs "), wide=True) for path in align_figures],
+        ]
+    if injection_tables:
+        injected = _read_all(injection_tables)
+        accuracy = injected[injected["metric"] == "accuracy"]
+        wide = accuracy.pivot_table(index=["dataset", "source", "target"], columns="method", values="value",
+                                    sort=False)
+        parts += [
+            "<h2>Layer injection (Ren et al. 2023, Table 5)</h2>",
+            "<p>The source model's last-layer representation, mapped into the target model's space by each aligner, "
+            "feeds the target's own classifier head; test accuracy. 'target model': the head on the target's own "
+            "representation; 'random embedding': a randomly initialised head on the base model's representation; "
+            "'random label': uniformly random predictions.</p>",
+            _table(wide.reset_index()),
+        ]
+    return parts
+
+
+def _by_model(paths: list[str]) -> dict[str, str]:
+    return {Path(p).parent.name: p for p in paths}
+
+
+def _finetune_sections(truncation_tables: list[str], truncation_figures: list[str], layer_views: list[str],
+                       layer_view_figures: list[str], task_metrics: dict[str, str]) -> list[str]:
+    """Per fine-tuned model: its truncation curve next to its layer-similarity views and block structure."""
+    if not truncation_figures and not layer_view_figures:
+        return []
+    parts = [
+        "<h2>Fine-tuned models: truncation and layer similarity</h2>",
+        "<p>Left, truncation (Phang et al. 2021, §4): layer l's representation feeds the fine-tuned head as it is "
+        "(UNTUNED) or a fresh head trained on the frozen fine-tuned (TUNED) or base (TUNEDORIG) encoder; the "
+        "star is the full model, the dotted line the majority class. Right, linear CKA of the first-token "
+        "representation between layers (§3): ORIG is the model fine-tuning started from, FT[a]–FT[b] compares "
+        "seeds. The dashed lines mark the two-block split that maximises mean within-block minus between-block "
+        "CKA (diagonal left out).</p>",
+    ]
+    truncation, views = _by_model(truncation_figures), _by_model(layer_view_figures)
+    for model in sorted(set(truncation) | set(views)):
+        figures = [_image(truncation[model], f"{model}: truncation")] if model in truncation else []
+        if model in views:
+            figures.append(_image(views[model], f"{model}: CKA between layers", wide=True))
+        parts += [f"<h3>{html.escape(model)}</h3>", "<div class='grid'>", *figures, "</div>"]
+    if layer_views:
+        blocks = block_summary(pd.concat([pd.read_parquet(p) for p in layer_views], ignore_index=True))
+        parts += ["<h3>Block structure</h3>",
+                  "<p>Split: the first layer of the upper block; contrast = within − between.</p>", _table(blocks)]
+    if truncation_tables:
+        full = pd.concat([pd.read_parquet(p) for p in truncation_tables], ignore_index=True)
+        full = full[full["metric"] == full["model"].map(lambda m: task_metrics.get(m, "accuracy"))]
+        wide = full.pivot_table(index=["model", "metric", "mode"], columns="layer", values="value")
+        wide.columns = ["majority" if layer < 0 else f"layer {layer}" for layer in wide.columns]
+        parts += ["<h3>Truncation scores</h3>", _table(wide.reset_index())]
+    return parts
+
+
 def build_report(
     out_path: str | Path,
     *,
@@ -92,6 +182,13 @@ def build_report(
     truncation_tables: list[str],
     truncation_figures: list[str],
     skip_figures: list[str],
+    align_tables: list[str] = (),
+    align_figures: list[str] = (),
+    synthetic_tables: list[str] = (),
+    injection_tables: list[str] = (),
+    layer_views: list[str] = (),
+    layer_view_figures: list[str] = (),
+    task_metrics: dict[str, str] | None = None,
 ) -> None:
     """Write the report page to `out_path`."""
     pairs = pd.read_parquet(pairs_table)
@@ -138,21 +235,13 @@ def build_report(
         if not errors.empty:
             summary = errors.groupby(["model_a", "model_b", "direction"])["value"].agg(["mean", "min", "max"])
             parts.append(_table(summary.reset_index()))
-    if truncation_figures:
-        parts += _figure_grid(
-            "Fine-tuned models: truncation",
-            "Phang et al. (2021): layer l's representation is fed to the fine-tuned task head with no further "
-            "training (UNTUNED). The full model and the majority class are shown for reference.",
-            truncation_figures,
-        )
-        full = pd.concat([pd.read_parquet(p) for p in truncation_tables], ignore_index=True)
-        wide = full.pivot_table(index="model", columns=["mode", "layer"], values="value")
-        wide.columns = [f"{mode} {layer}" if mode == "UNTUNED" else mode for mode, layer in wide.columns]
-        parts.append(_table(wide.reset_index()))
+    parts += _aligner_sections(align_tables, align_figures, synthetic_tables, injection_tables)
+    parts += _finetune_sections(truncation_tables, truncation_figures, layer_views, layer_view_figures,
+                                task_metrics or {})
     if skip_figures:
         parts += _figure_grid(
             "Fine-tuned models: skipping blocks",
-            "Phang et al. (2021, §4.1): accuracy when each contiguous span of blocks is replaced by the identity, "
+            "Phang et al. (2021, §4.1): the task score when each contiguous span of blocks is replaced by the identity, "
             "with no further training.",
             skip_figures,
         )

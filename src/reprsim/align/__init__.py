@@ -1,5 +1,18 @@
-"""Aligners: maps from one representation space onto another."""
+"""Aligners: maps from one representation space onto another (numerics.md, Aligners; Ren et al. 2023).
 
-from reprsim.align.linear import LinearAligner, relative_error
+`make(name, **params)` builds one of ALIGNERS (linear, cca, svcca, pwcca, inn, mlp), whose
+parameters and defaults are PARAMETERS[name]; each has `fit(X, Y, X_val, Y_val)`,
+`transform(X)`, `score(X, Y)` (= `distance(Y, transform(X))`), `meta` after fitting, and
+`inverse(Y)` unless it is the non-bijective mlp. `align_pair` and `synthetic_recovery` fit
+them on train rows, select on validation rows and score held-out rows.
+"""
 
-__all__ = ["LinearAligner", "relative_error"]
+from reprsim.align.evaluate import align_pair
+from reprsim.align.linear import LinearAligner, mean_l2, relative_error
+from reprsim.align.registry import ALIGNERS, PARAMETERS, make
+from reprsim.align.synthetic import random_coupling_map, synthetic_recovery
+
+distance = relative_error
+
+__all__ = ["ALIGNERS", "PARAMETERS", "LinearAligner", "align_pair", "distance", "make", "mean_l2",
+           "random_coupling_map", "relative_error", "synthetic_recovery"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 import numpy as np
@@ -47,9 +48,11 @@ class LinearAligner:
         self.validation_errors_: dict[float, float] = {}
         self.weight: np.ndarray | None = None
         self.bias: np.ndarray | None = None
+        self.meta: dict = {}
 
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
             Y_val: np.ndarray | None = None) -> "LinearAligner":
+        started = time.perf_counter()
         X, Y = np.asarray(X), np.asarray(Y, dtype=np.float64)
         eps = np.finfo(X.dtype if np.issubdtype(X.dtype, np.floating) else np.float64).eps
         X = X.astype(np.float64)
@@ -82,12 +85,24 @@ class LinearAligner:
                 best = (ridge, weight)
         self.ridge_, self.weight = best
         self.bias = y_mean - x_mean @ self.weight
+        self.meta = {"ridge": self.ridge_, "rank": self.rank_,
+                     "validation_errors": {str(r): e for r, e in self.validation_errors_.items()},
+                     "seconds": time.perf_counter() - started}
         return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         if self.weight is None:
             raise RuntimeError("call fit before transform")
         return np.asarray(X, dtype=np.float64) @ self.weight + self.bias
+
+    def inverse(self, Y: np.ndarray) -> np.ndarray:
+        """x = (y − b) W⁻¹: defined only when W is square and invertible (d_x = d_y = rank)."""
+        if self.weight is None:
+            raise RuntimeError("call fit before inverse")
+        if self.weight.shape[0] != self.weight.shape[1] or self.rank_ < self.weight.shape[0]:
+            raise ValueError(f"the linear map {self.weight.shape[0]} -> {self.weight.shape[1]} of rank {self.rank_} "
+                             "is not invertible")
+        return np.linalg.solve(self.weight.T, (np.asarray(Y, dtype=np.float64) - self.bias).T).T
 
     def score(self, X: np.ndarray, Y: np.ndarray) -> float:
         """Relative Frobenius error of the map on (X, Y); lower is better."""

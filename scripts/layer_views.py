@@ -1,0 +1,10 @@
+"""Snakemake entry point: CLS-token CKA views between layers of one fine-tuned model (rules/finetune.smk)."""
+from reprsim.layer_views import layer_views
+from reprsim.logs import tee_to_log
+
+with tee_to_log(snakemake.log[0]):
+    model = snakemake.wildcards.model
+    names = [model, snakemake.params.base, *snakemake.params.siblings]
+    table = layer_views(model, {name: snakemake.input[name] for name in names}, snakemake.params.base,
+                        list(snakemake.params.siblings), snakemake.params.split)
+    table.to_parquet(snakemake.output.table, index=False)
