@@ -13,6 +13,7 @@ from reprsim.align.training import TrainingConfig
 
 TRAINING = {field.name: field.default for field in fields(TrainingConfig)}
 
+# name -> {parameter: default}; the torch aligners share TrainingConfig's parameters
 PARAMETERS: dict[str, dict[str, Any]] = {
     "linear": {"ridge": 0.0},
     "cca": {"components": None, "pca_dims": None},
@@ -49,18 +50,19 @@ ALIGNERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def check(name: str, params: dict) -> None:
-    """Raise a ValueError naming what is allowed when `name` or a key of `params` is unknown."""
+def make(name: str, **params: Any) -> Any:
+    """An unfitted aligner: `fit(X, Y, X_val=None, Y_val=None)`, `transform(X)`, `score(X, Y)`, `meta`
+    after fitting, and `inverse(Y)` for the bijective ones (all but mlp). Unknown names, unknown
+    parameters and bad values are ValueErrors that say what is allowed."""
     if name not in ALIGNERS:
         raise ValueError(f"unknown aligner {name!r}; known: {', '.join(ALIGNERS)}")
     unknown = sorted(set(params) - set(PARAMETERS[name]))
     if unknown:
         raise ValueError(f"aligner {name!r} has no parameter(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(PARAMETERS[name])}")
-
-
-def make(name: str, **params: Any) -> Any:
-    """An unfitted aligner: `fit(X, Y, X_val, Y_val)`, `transform(X)`, `score(X, Y)`, `meta` after fitting,
-    and `inverse(Y)` for the bijective ones (all but mlp)."""
-    check(name, params)
     return ALIGNERS[name](**params)
+
+
+def check(name: str, params: dict) -> None:
+    """Validate a configured aligner without fitting anything (building one is cheap)."""
+    make(name, **params)

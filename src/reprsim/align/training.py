@@ -128,8 +128,10 @@ def warmup_cosine(total_steps: int, warmup_fraction: float = 0.1):
 def train(model: nn.Module, inputs: np.ndarray, targets: np.ndarray, val_inputs: np.ndarray | None,
           val_targets: np.ndarray | None, target_scale: np.ndarray, config: TrainingConfig, label: str) -> dict:
     """Fit `model` (standardised inputs → standardised targets, each target weighted by its variance
-    `target_scale`²) in place; keep the epoch with the lowest validation loss (the last epoch when
-    there are no validation rows). Returns what happened, for the aligner's meta."""
+    `target_scale`², so the loss is the squared error in original units) in place. With validation rows,
+    keep the weights of the epoch with the lowest validation loss, the untrained model included; without,
+    keep the last epoch's. `model.parameter_groups(lr)` gives the optimiser's groups. Returns what
+    happened, for the aligner's meta."""
     device = resolve_device(config.device)
     model.to(device)
     x, y = as_tensor(inputs, device), as_tensor(targets, device)
@@ -141,19 +143,18 @@ def train(model: nn.Module, inputs: np.ndarray, targets: np.ndarray, val_inputs:
     def loss_of(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return (((prediction - target) ** 2) * weights).mean()
 
+    def validation_loss() -> float:
+        model.eval()
+        return float(loss_of(predict(model, x_val), y_val))
+
     steps = math.ceil(len(x) / config.batch_size)
-    groups = model.parameter_groups(config.lr)
-    optimiser = torch.optim.Adam(groups, weight_decay=config.weight_decay)
+    optimiser = torch.optim.Adam(model.parameter_groups(config.lr), weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, warmup_cosine(config.epochs * steps))
     shuffler = torch.Generator().manual_seed(config.seed)
-    best = {"loss": math.inf, "epoch": 0, "state": None}
-    if validate:  # the initial model is a candidate too: training never makes it worse on validation rows
-        model.eval()
-        best = {"loss": float(loss_of(predict(model, x_val), y_val)), "epoch": 0,
-                "state": copy.deepcopy(model.state_dict())}
+    best = {"loss": validation_loss(), "epoch": 0, "state": copy.deepcopy(model.state_dict())} if validate \
+        else {"loss": None, "epoch": None, "state": None}
     started = time.perf_counter()
     bar = tqdm(range(config.epochs), desc=label, file=sys.stderr, disable=not config.progress, leave=False)
-    epoch = 0
     for epoch in bar:
         model.train()
         total = 0.0
@@ -167,18 +168,16 @@ def train(model: nn.Module, inputs: np.ndarray, targets: np.ndarray, val_inputs:
             total += loss.item() * len(batch)
         postfix = {"train_loss": total / len(x)}
         if validate:
-            model.eval()
-            postfix["val_loss"] = val_loss = float(loss_of(predict(model, x_val), y_val))
+            postfix["val_loss"] = val_loss = validation_loss()
             if val_loss < best["loss"]:
                 best = {"loss": val_loss, "epoch": epoch + 1, "state": copy.deepcopy(model.state_dict())}
-            elif config.patience and epoch + 1 - best["epoch"] >= config.patience:
-                bar.set_postfix(postfix)
-                break
-        bar.set_postfix(postfix, refresh=False)
+        bar.set_postfix(postfix)
+        if validate and config.patience and epoch + 1 - best["epoch"] >= config.patience:
+            break
     bar.close()
-    if best["state"] is not None:
+    if validate:
         model.load_state_dict(best["state"])
     model.eval()
     return {"epochs_run": epoch + 1, "best_epoch": best["epoch"] if validate else epoch + 1,
-            "last_train_loss": postfix["train_loss"], "best_val_loss": best["loss"] if validate else None,
+            "last_train_loss": postfix["train_loss"], "best_val_loss": best["loss"],
             "train_seconds": time.perf_counter() - started, "device": str(device)}
