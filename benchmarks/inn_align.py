@@ -124,7 +124,9 @@ def main() -> None:
     parser.add_argument("--inits", nargs="+", default=["uniform", "normal"], choices=["uniform", "normal"])
     parser.add_argument("--cases", nargs="+", default=["a", "b", "c"], choices=["a", "b", "c"])
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, INN defaults")
+    defaults = make("inn").training
+    print(f"torch {torch.__version__}, INN and MLP with default parameters "
+          f"(training on {defaults.device} with {defaults.threads or torch.get_num_threads()} thread(s))")
     print(f"{'case':>4} {'init':>7} {'seed':>4} {'d':>4} {'n_train':>7} {'linear δ':>9} {'INN δ':>8} {'ratio':>6} "
           f"{'epochs':>8} {'fit s':>6} {'pass':>5}")
     for case, d, n, n_train, n_val in (("a", 8, 10_000, 8_000, 1_000), ("b", 64, 2_400, 1_600, 400)):

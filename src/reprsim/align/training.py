@@ -33,7 +33,10 @@ class TrainingConfig:
     """lr: peak learning rate (warm-up over the first 10% of steps, cosine decay to 0 at `epochs`);
     epochs: the most run; batch_size: rows per step (n rows make ceil(n / batch_size) equal batches);
     patience: epochs without a lower validation loss before stopping (0: never stop early), the best
-    epoch's weights are kept; weight_decay: Adam's L2 penalty; device: cpu, cuda or auto."""
+    epoch's weights are kept; weight_decay: Adam's L2 penalty; device: cpu, cuda or auto;
+    threads: torch's CPU threads while training (None: leave torch's setting, which the workflow's
+    scripts set to the rule's threads). Set 1 when other processes share the cores: a small network
+    with two threads on a busy 2-core machine ran up to 20 times slower per step."""
 
     lr: float = 3e-3
     epochs: int = 300
@@ -42,6 +45,7 @@ class TrainingConfig:
     weight_decay: float = 0.0
     seed: int = 0
     device: str = "cpu"
+    threads: int | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -53,6 +57,8 @@ class TrainingConfig:
             raise ValueError(f"lr must be a number > 0; got {self.lr!r}")
         if not isinstance(self.weight_decay, (int, float)) or self.weight_decay < 0:
             raise ValueError(f"weight_decay must be a number ≥ 0; got {self.weight_decay!r}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads must be a positive integer or None; got {self.threads!r}")
         if not isinstance(self.progress, bool):
             raise ValueError(f"progress must be true or false; got {self.progress!r}")
         if self.device not in DEVICES:
@@ -91,6 +97,18 @@ def least_squares_start(inputs: np.ndarray, targets: np.ndarray, val_inputs: np.
         return weight
     U, s, Vt = np.linalg.svd(weight)
     return (U * np.maximum(s, MIN_SINGULAR_VALUE * s[0])) @ Vt
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op CPU threads set to `threads` inside, restored after."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @contextmanager
@@ -151,30 +169,31 @@ def train(model: nn.Module, inputs: np.ndarray, targets: np.ndarray, val_inputs:
     optimiser = torch.optim.Adam(model.parameter_groups(config.lr), weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, warmup_cosine(config.epochs * steps))
     shuffler = torch.Generator().manual_seed(config.seed)
-    best = {"loss": validation_loss(), "epoch": 0, "state": copy.deepcopy(model.state_dict())} if validate \
-        else {"loss": None, "epoch": None, "state": None}
     started = time.perf_counter()
-    bar = tqdm(range(config.epochs), desc=label, file=sys.stderr, disable=not config.progress, leave=False)
-    for epoch in bar:
-        model.train()
-        total = 0.0
-        # `steps` batches of equal size (± 1): no stray tiny batch with a full step's weight
-        for batch in torch.randperm(len(x), generator=shuffler).to(device).tensor_split(steps):
-            loss = loss_of(model(x[batch]), y[batch])
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            total += loss.item() * len(batch)
-        postfix = {"train_loss": total / len(x)}
-        if validate:
-            postfix["val_loss"] = val_loss = validation_loss()
-            if val_loss < best["loss"]:
-                best = {"loss": val_loss, "epoch": epoch + 1, "state": copy.deepcopy(model.state_dict())}
-        bar.set_postfix(postfix)
-        if validate and config.patience and epoch + 1 - best["epoch"] >= config.patience:
-            break
-    bar.close()
+    with torch_threads(config.threads):
+        best = {"loss": validation_loss(), "epoch": 0, "state": copy.deepcopy(model.state_dict())} if validate \
+            else {"loss": None, "epoch": None, "state": None}
+        bar = tqdm(range(config.epochs), desc=label, file=sys.stderr, disable=not config.progress, leave=False)
+        for epoch in bar:
+            model.train()
+            total = 0.0
+            # `steps` batches of equal size (± 1): no stray tiny batch with a full step's weight
+            for batch in torch.randperm(len(x), generator=shuffler).to(device).tensor_split(steps):
+                loss = loss_of(model(x[batch]), y[batch])
+                optimiser.zero_grad(set_to_none=True)
+                loss.backward()
+                optimiser.step()
+                schedule.step()
+                total += loss.item() * len(batch)
+            postfix = {"train_loss": total / len(x)}
+            if validate:
+                postfix["val_loss"] = val_loss = validation_loss()
+                if val_loss < best["loss"]:
+                    best = {"loss": val_loss, "epoch": epoch + 1, "state": copy.deepcopy(model.state_dict())}
+            bar.set_postfix(postfix)
+            if validate and config.patience and epoch + 1 - best["epoch"] >= config.patience:
+                break
+        bar.close()
     if validate:
         model.load_state_dict(best["state"])
     model.eval()
