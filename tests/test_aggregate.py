@@ -23,6 +23,12 @@ def test_model_distance_is_brown_eq2_and_groups_by_depth():
     assert matrices[1].loc["b", "a"] == matrices[1].loc["a", "b"] and matrices[1].loc["a", "a"] == 0
 
 
+def test_model_distance_leaves_out_undefined_layers():
+    table = pd.DataFrame(rows("cka", "a", "b", [[np.nan, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
+    distance = model_distances(table, "cka", {"a": 2, "b": 2})[2].loc["a", "b"]
+    assert distance == pytest.approx(np.hypot(np.arccos(0.5), np.arccos(0.0)))
+
+
 def test_localization_score_by_hand():
     # one model, two layers: neuronsim 0->1 = 0.9, 1->0 = 0.5; svcca(0,1) = 0.7
     table = pd.DataFrame(

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from reprsim.data import load_split
-from reprsim.finetune import classification_scores, evaluate, finetune_model, load_classifier, training_steps
+from reprsim.finetune import (classification_scores, epoch_batches, evaluate, finetune_model, load_classifier,
+                              training_steps)
 from reprsim.models import load_tokenizer
 from reprsim.provenance import hash_directory
 from reprsim.truncation import head_logits, skip_spans, train_head, truncation
@@ -179,3 +180,26 @@ def test_epochs_set_the_number_of_steps():
     assert training_steps({"steps": 7, "batch_size": 8}, 100) == 7
     assert training_steps({"steps": None, "epochs": 2, "batch_size": 8}, 100) == 25
     assert training_steps({"steps": None, "epochs": None, "batch_size": 8}, 100) == 300
+
+
+@pytest.mark.parametrize("group_by_length", [False, True])
+def test_an_epoch_visits_distinct_rows_in_full_batches(group_by_length):
+    lengths = np.random.default_rng(0).integers(3, 60, size=1000)
+    batches = epoch_batches(lengths, 32, np.random.default_rng(7), group_by_length)
+    rows = np.concatenate(batches)
+    assert len(batches) == 1000 // 32 and all(len(batch) == 32 for batch in batches)
+    assert len(np.unique(rows)) == len(rows)
+    again = epoch_batches(lengths, 32, np.random.default_rng(7), group_by_length)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_grouping_by_length_cuts_padding_and_still_shuffles():
+    lengths = np.random.default_rng(0).integers(3, 60, size=3200)
+    rng = np.random.default_rng(1)
+    plain = epoch_batches(lengths, 32, rng, group_by_length=False)
+    grouped = epoch_batches(lengths, 32, rng, group_by_length=True)
+    padded = lambda batches: sum(len(batch) * lengths[batch].max() for batch in batches)
+    assert padded(grouped) < 0.7 * padded(plain)
+    # batches are not served shortest to longest: their maximum lengths are not sorted
+    maxima = [lengths[batch].max() for batch in grouped]
+    assert maxima != sorted(maxima) and maxima != sorted(maxima, reverse=True)

@@ -11,7 +11,9 @@ def model_distances(pairs: pd.DataFrame, label: str, depths: dict[str, int]) -> 
     """Per depth, the symmetric matrix sqrt(Σ_l arccos(CKA(X_l, Y_l))²) between models of that depth.
 
     Uses the rows of measure `label` with layer_a == layer_b; models of different depth
-    have no aligned layers and are not compared.
+    have no aligned layers and are not compared. Layers where CKA is undefined (NaN: a layer
+    whose rows are all one vector, such as BERT's first token at the embedding layer) are
+    left out of the sum.
     """
     rows = pairs[(pairs["measure"] == label) & (pairs["layer_a"] == pairs["layer_b"])]
     matrices = {}
@@ -22,7 +24,7 @@ def model_distances(pairs: pd.DataFrame, label: str, depths: dict[str, int]) -> 
         matrix = pd.DataFrame(0.0, index=names, columns=names)
         for (a, b), group in rows.groupby(["model_a", "model_b"]):
             if a in names and b in names and a != b:
-                value = model_distance(group.sort_values("layer_a")["value"].clip(-1, 1))
+                value = model_distance(group.sort_values("layer_a")["value"].dropna().clip(-1, 1))
                 matrix.loc[a, b] = matrix.loc[b, a] = value
         matrices[depth] = matrix
     return matrices

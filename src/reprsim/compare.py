@@ -16,7 +16,7 @@ import pandas as pd
 
 from reprsim.align.linear import LinearAligner, mean_l2, relative_error
 from reprsim.metrics import MEASURES, compute_layers, null_layers
-from reprsim.store import open_store, pooled_rows
+from reprsim.store import constant_layers, open_store, pooled_rows
 
 
 def matching_layer(layer: int, depth_from: int, depth_to: int) -> int:
@@ -64,28 +64,44 @@ def _alignment_rows(source: dict, target: dict, ridge: list[float], direction: s
 
 def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, transpose: bool, direction: str
                   ) -> list[dict]:
-    """Rows for one configured measure in one direction (Xs's layers vs Ys's layers)."""
+    """Rows for one configured measure in one direction (Xs's layers vs Ys's layers).
+
+    A layer whose rows are all one vector (:func:`constant_layers`) is left out of the
+    computation; its pairs get NaN with the reason in `meta`.
+    """
     name, params = spec["measure"], spec.get("params", {})
     permutations = int(spec.get("null_permutations", 0))
-    if permutations:
-        result = null_layers(name, Xs, Ys, n_permutations=permutations, seed=int(spec.get("null_seed", 0)), **params)
-    else:
-        result = compute_layers(name, Xs, Ys, **params)
-    per_pair = result.meta.get("per_pair", {})
-    shared = {k: v for k, v in result.meta.items()
-              if k not in ("per_pair", "null_mean", "null_std", "p_value") and not isinstance(v, np.ndarray)}
+    constant_x, constant_y = constant_layers(Xs), constant_layers(Ys)
+    values = np.full((len(Xs), len(Ys)), np.nan)
+    null = {key: np.full_like(values, np.nan) for key in ("null_mean", "null_std", "p_value")}
+    per_pair, shared = {}, {}
+    kept_x, kept_y = np.flatnonzero(~constant_x), np.flatnonzero(~constant_y)
+    if len(kept_x) and len(kept_y):
+        if permutations:
+            result = null_layers(name, Xs[kept_x], Ys[kept_y], n_permutations=permutations,
+                                 seed=int(spec.get("null_seed", 0)), **params)
+        else:
+            result = compute_layers(name, Xs[kept_x], Ys[kept_y], **params)
+        values[np.ix_(kept_x, kept_y)] = result.values
+        for key in null if permutations else ():
+            null[key][np.ix_(kept_x, kept_y)] = result.meta[key]
+        per_pair = {(kept_x[i], kept_y[j]): v for (i, j), v in result.meta.get("per_pair", {}).items()}
+        shared = {k: v for k, v in result.meta.items()
+                  if k not in ("per_pair", "null_mean", "null_std", "p_value") and not isinstance(v, np.ndarray)}
     rows = []
-    for (i, j), value in np.ndenumerate(result.values):
-        row = {
+    for (i, j), value in np.ndenumerate(values):
+        meta = {**shared, **per_pair.get((i, j), {})}
+        if constant_x[i] or constant_y[j]:
+            meta = {"undefined": "every example has the same representation in layer "
+                    + " and ".join(f"{side} {layer}" for side, layer, constant in
+                                   (("X", i, constant_x[i]), ("Y", j, constant_y[j])) if constant)}
+        rows.append({
             "layer_a": j if transpose else i, "layer_b": i if transpose else j, "measure": label,
-            "kind": result.meta["kind"], "direction": direction, "params": json.dumps(params, sort_keys=True),
+            "kind": MEASURES[name][1], "direction": direction, "params": json.dumps(params, sort_keys=True),
             "value": float(value), "n_permutations": permutations,
-            "null_mean": float(result.meta["null_mean"][i, j]) if permutations else np.nan,
-            "null_std": float(result.meta["null_std"][i, j]) if permutations else np.nan,
-            "null_p": float(result.meta["p_value"][i, j]) if permutations else np.nan,
-            "meta": json.dumps({**shared, **per_pair.get((i, j), {})}, sort_keys=True, default=str),
-        }
-        rows.append(row)
+            "null_mean": float(null["null_mean"][i, j]), "null_std": float(null["null_std"][i, j]),
+            "null_p": float(null["p_value"][i, j]), "meta": json.dumps(meta, sort_keys=True, default=str),
+        })
     return rows
 
 

@@ -24,13 +24,14 @@ from reprsim.outputs import atomic_directory, write_json
 from reprsim.provenance import hash_directory
 
 
+def _tokenize(tokenizer, rows: pd.DataFrame, max_length: int, **options) -> dict:
+    pairs = rows["text_pair"].tolist() if rows["text_pair"].notna().any() else None
+    return tokenizer(rows["text"].tolist(), pairs, truncation=True, max_length=max_length, **options)
+
+
 def _encode_rows(tokenizer, frame: pd.DataFrame, indices: np.ndarray, max_length: int, device) -> dict:
     rows = frame.iloc[indices]
-    pairs = rows["text_pair"].tolist() if rows["text_pair"].notna().any() else None
-    encoded = tokenizer(
-        rows["text"].tolist(), pairs, truncation=True, max_length=max_length,
-        padding=True, return_tensors="pt",
-    )
+    encoded = _tokenize(tokenizer, rows, max_length, padding=True, return_tensors="pt")
     batch = {k: v.to(device) for k, v in encoded.items()}
     batch["labels"] = torch.tensor(rows["label"].to_numpy(), device=device)
     return batch
@@ -124,6 +125,34 @@ def evaluate(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length:
     return classification_scores(predict(model, tokenizer, frame, batch_size, max_length, device), frame["label"])
 
 
+GROUPING_WINDOW = 50  # batches per window whose examples are sorted by length (as transformers' Trainer)
+
+
+def epoch_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                  group_by_length: bool) -> list[np.ndarray]:
+    """One epoch's batches of row indices: a seeded shuffle cut into full batches (the remainder
+    is left out). With `group_by_length`, each window of GROUPING_WINDOW batches is sorted by
+    token length before cutting and the batches are then shuffled, so a batch holds similar
+    lengths (little padding) while every epoch still visits the rows in a new random grouping."""
+    permutation = rng.permutation(len(lengths))
+    n_batches = len(permutation) // batch_size
+    permutation = permutation[:n_batches * batch_size]
+    if group_by_length:
+        window = GROUPING_WINDOW * batch_size
+        permutation = np.concatenate([
+            chunk[np.argsort(-lengths[chunk], kind="stable")]
+            for chunk in np.split(permutation, range(window, len(permutation), window))
+        ]) if len(permutation) else permutation
+    batches = np.split(permutation, n_batches) if n_batches else []
+    if group_by_length:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def token_lengths(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
+    return np.array([len(ids) for ids in _tokenize(tokenizer, frame, max_length)["input_ids"]])
+
+
 def training_steps(spec: dict, n_train: int) -> int:
     """`steps` when given, else `epochs` passes over the train split, else DEFAULT_STEPS."""
     if spec.get("steps") is not None:
@@ -160,17 +189,20 @@ def finetune_model(
     schedule = get_linear_schedule_with_warmup(
         optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps
     )
+    if len(train) < batch_size:
+        raise ValueError(f"{name}: the train split has {len(train)} examples, fewer than batch_size {batch_size}")
     order = np.random.default_rng(seed)
-    permutation, cursor = order.permutation(len(train)), 0
+    lengths = token_lengths(tokenizer, train, int(spec["max_length"]))
+    group_by_length = bool(spec.get("group_by_length", True))
+    batches: list[np.ndarray] = []
     log = []
     model.train()
     started = time.perf_counter()
     bar = progress(range(1, steps + 1), unit="step", desc=f"finetune {name}")
     for step in bar:
-        if cursor + batch_size > len(permutation):  # a new epoch: reshuffle
-            permutation, cursor = order.permutation(len(train)), 0
-        indices = permutation[cursor:cursor + batch_size]
-        cursor += batch_size
+        if not batches:  # a new epoch
+            batches = epoch_batches(lengths, batch_size, order, group_by_length)[::-1]
+        indices = batches.pop()
         loss = model(**_encode_rows(tokenizer, train, indices, int(spec["max_length"]), device)).loss
         loss.backward()
         optimizer.step()

@@ -17,26 +17,13 @@ import numpy as np
 import pandas as pd
 
 from reprsim.metrics.cka import linear_cka_layers
-from reprsim.store import open_store, pooled_rows
+from reprsim.store import constant_layers, open_store, pooled_rows
 
 POOLING = "cls"
 
 
-CONSTANT = 1e-5  # relative spread below float32 rounding of stored activations
-
-
 def _rows(store_path: str | Path, split: str) -> np.ndarray:
     return pooled_rows(open_store(store_path), POOLING, split).astype(np.float64)
-
-
-def constant_layers(rep: np.ndarray) -> np.ndarray:
-    """Layers whose rows are one vector up to rounding: ||X − mean||_F ≤ CONSTANT · ||X||_F.
-
-    BERT-style models' first token at the embedding layer is such a layer (same token, same
-    position for every example); CKA against it measures rounding noise, so it is left undefined.
-    """
-    spread = np.linalg.norm(rep - rep.mean(axis=1, keepdims=True), axis=(1, 2))
-    return spread <= CONSTANT * np.linalg.norm(rep, axis=(1, 2))
 
 
 def layer_views(model: str, stores: dict[str, str | Path], base: str, siblings: list[str], split: str

@@ -39,6 +39,9 @@ def _heatmap_panel(ax, rows: pd.DataFrame, title: str, model_a: str, model_b: st
     image = ax.imshow(matrix.to_numpy(), origin="lower", cmap="magma", vmin=low, vmax=high, aspect="auto")
     if matrix.size <= 400:
         for (i, j), value in np.ndenumerate(matrix.to_numpy()):
+            if np.isnan(value):  # undefined (a layer whose rows are all one vector): say so, not "nan"
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=5.5, color="grey")
+                continue
             bright = (value - low) / (high - low) > 0.6
             ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=5.5, color="black" if bright else "white")
     ax.set_xticks(range(matrix.shape[1]), matrix.columns, fontsize=7)

@@ -32,3 +32,19 @@ def pooled_rows(store: zarr.Group, pooling: str, split: str | None = None) -> np
     codes = store["examples/split"][:]
     rows = np.flatnonzero(codes == names.index(split))
     return values[:, rows[0]:rows[-1] + 1]  # splits are stored contiguously
+
+
+CONSTANT = 1e-5  # relative spread below float32 rounding of stored activations
+
+
+def constant_layers(rep: np.ndarray) -> np.ndarray:
+    """Boolean mask over the layers of `rep` (layers, rows, d) whose rows are one vector up to
+    rounding: ||X − mean||_F ≤ CONSTANT · ||X||_F.
+
+    BERT-style models' first token at the embedding layer is such a layer (same token, same
+    position for every example): similarity to it is undefined (numerics.md: a degenerate input
+    gives NaN with a reason), not rounding noise dressed up as a number.
+    """
+    rep = np.asarray(rep, dtype=np.float64)
+    spread = np.linalg.norm(rep - rep.mean(axis=1, keepdims=True), axis=(1, 2))
+    return spread <= CONSTANT * np.linalg.norm(rep, axis=(1, 2))
