@@ -157,6 +157,25 @@ def test_a_fresh_head_learns_from_fixed_features():
     assert accuracy > 0.95
 
 
+def test_a_fresh_head_is_not_blinded_by_large_feature_dimensions():
+    """Pretrained layers carry a few huge dimensions; the head standardises its inputs, so such a
+    dimension (no signal) leaves what it learns with the default settings unchanged."""
+    rng = np.random.default_rng(1)
+    features = rng.normal(scale=0.1, size=(2000, 16))
+    labels = torch.tensor((features[:, 0] - features[:, 2] > 0).astype(np.int64))
+    outlier = features.copy()
+    outlier[:, 5] = -8.0 + 30 * features[:, 5]  # mean -8, sd 3, as MiniLM's lower layers have
+
+    def accuracy(X):
+        X = torch.tensor(X, dtype=torch.float32)
+        head = train_head(X[:1500], labels[:1500], 2, {}, seed=0)
+        with torch.no_grad():
+            return (head(X[1500:]).argmax(-1) == labels[1500:]).float().mean().item()
+
+    assert accuracy(features) > 0.7
+    assert accuracy(outlier) == pytest.approx(accuracy(features), abs=1e-6)
+
+
 def test_matthews_correlation_matches_its_definition():
     labels = np.array([1, 1, 1, 0, 0, 1, 0, 1])
     predictions = np.array([1, 0, 1, 0, 1, 1, 0, 1])

@@ -91,16 +91,33 @@ def fresh_head(width: int, n_labels: int, dropout: float) -> torch.nn.Sequential
     )
 
 
+class Standardise(torch.nn.Module):
+    """Fixed per-feature centring and scaling by the training features' mean and standard deviation
+    (buffers, not trained; a constant feature is only centred)."""
+
+    def __init__(self, features: torch.Tensor):
+        super().__init__()
+        std = features.std(dim=0)
+        self.register_buffer("mean", features.mean(dim=0))
+        self.register_buffer("scale", torch.where(std > 0, std, torch.ones_like(std)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.scale
+
+
 def train_head(features: torch.Tensor, labels: torch.Tensor, n_labels: int, settings: dict, seed: int,
                dropout: float = 0.1) -> torch.nn.Sequential:
     """A fresh head trained on fixed features (rows, d) with AdamW and a linear warm-up/decay schedule.
 
-    Only the head exists here: the encoder that made `features` cannot change.
+    Only the head exists here: the encoder that made `features` cannot change. The features are
+    standardised first (with the training rows' statistics): intermediate layers of pretrained
+    encoders have a few dimensions of large magnitude that saturate the tanh, and a head on the
+    raw features of MiniLM's lower layers learnt only the majority class.
     """
     settings = HEAD_DEFAULTS | settings
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    head = fresh_head(features.shape[1], n_labels, dropout)
+    head = torch.nn.Sequential(Standardise(features), *fresh_head(features.shape[1], n_labels, dropout))
     batch_size = int(settings["batch_size"])
     steps = max(1, math.ceil(settings["epochs"] * len(features) / batch_size))
     optimizer = torch.optim.AdamW(head.parameters(), lr=settings["learning_rate"],
