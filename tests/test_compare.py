@@ -7,6 +7,7 @@ import pytest
 
 from reprsim.compare import _measure_rows
 from reprsim.metrics import compute_layers
+from reprsim.store import constant_layers
 
 
 @pytest.fixture
@@ -22,7 +23,8 @@ def test_a_constant_layer_is_nan_with_a_reason_and_the_rest_is_computed(stacks, 
     Xs, Ys = stacks
     spec = {"measure": measure, "params": {"pca_dims": 4} if measure == "svcca" else {}}
     for transpose, (first, second) in ((False, (Xs, Ys)), (True, (Ys, Xs))):
-        rows = _measure_rows("m", spec, first, second, transpose=transpose, direction="d")
+        rows = _measure_rows("m", spec, first, second, constant_layers(first), constant_layers(second),
+                             transpose=transpose, direction="d")
         table = {(row["layer_a"], row["layer_b"]): row for row in rows}
         assert set(table) == {(i, j) for i in range(3) for j in range(2)}
         expected = compute_layers(measure, Ys, Xs[1:], **spec["params"]).values.T if transpose \
@@ -32,5 +34,6 @@ def test_a_constant_layer_is_nan_with_a_reason_and_the_rest_is_computed(stacks, 
                 assert np.isnan(row["value"]) and "same representation" in json.loads(row["meta"])["undefined"]
             else:
                 assert row["value"] == pytest.approx(float(expected[i - 1, j]), abs=1e-9)
-    nulls = _measure_rows("m", {**spec, "null_permutations": 5}, Xs, Ys, transpose=False, direction="d")
+    nulls = _measure_rows("m", {**spec, "null_permutations": 5}, Xs, Ys, constant_layers(Xs), constant_layers(Ys),
+                          transpose=False, direction="d")
     assert all(np.isnan(row["null_p"]) == (row["layer_a"] == 0) for row in nulls)

@@ -62,16 +62,15 @@ def _alignment_rows(source: dict, target: dict, ridge: list[float], direction: s
     return rows
 
 
-def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, transpose: bool, direction: str
-                  ) -> list[dict]:
+def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, constant_x: np.ndarray,
+                  constant_y: np.ndarray, transpose: bool, direction: str) -> list[dict]:
     """Rows for one configured measure in one direction (Xs's layers vs Ys's layers).
 
-    A layer whose rows are all one vector (:func:`constant_layers`) is left out of the
-    computation; its pairs get NaN with the reason in `meta`.
+    A layer whose rows are all one vector (`constant_x`/`constant_y`, from :func:`constant_layers`)
+    is left out of the computation; its pairs get NaN with the reason in `meta`.
     """
     name, params = spec["measure"], spec.get("params", {})
     permutations = int(spec.get("null_permutations", 0))
-    constant_x, constant_y = constant_layers(Xs), constant_layers(Ys)
     values = np.full((len(Xs), len(Ys)), np.nan)
     null = {key: np.full_like(values, np.nan) for key in ("null_mean", "null_std", "p_value")}
     per_pair, shared = {}, {}
@@ -125,15 +124,19 @@ def compare_pair(
     model_a, model_b = store_a.attrs["model"], store_b.attrs["model"]
     _check_same_rows(store_a, store_b, split, (model_a, model_b))
     Xs, Ys = pooled_rows(store_a, representation, split), pooled_rows(store_b, representation, split)
+    constant_a, constant_b = constant_layers(Xs), constant_layers(Ys)
     rows = []
     for label, spec in measures.items():
         symmetric = MEASURES[spec["measure"]][2]
         try:
             if symmetric:
-                rows += _measure_rows(label, spec, Xs, Ys, transpose=False, direction="symmetric")
+                rows += _measure_rows(label, spec, Xs, Ys, constant_a, constant_b, transpose=False,
+                                      direction="symmetric")
             else:
-                rows += _measure_rows(label, spec, Xs, Ys, transpose=False, direction="a->b")
-                rows += _measure_rows(label, spec, Ys, Xs, transpose=True, direction="b->a")
+                rows += _measure_rows(label, spec, Xs, Ys, constant_a, constant_b, transpose=False,
+                                      direction="a->b")
+                rows += _measure_rows(label, spec, Ys, Xs, constant_b, constant_a, transpose=True,
+                                      direction="b->a")
         except ValueError as error:
             raise ValueError(f"measure {label!r} ({spec['measure']}) on {model_a} vs {model_b}: {error}") from error
     table = pd.DataFrame(rows).assign(split=split, n=Xs.shape[1])
