@@ -98,6 +98,13 @@ def test_freezing_really_freezes(tiny_models, tiny_dataset, tmp_path, side):
     assert meta["frozen_parameters"] > 0
 
 
+def test_a_batch_larger_than_the_train_split_is_refused_before_loading_the_model(tiny_dataset, tmp_path):
+    missing_model = tmp_path / "no-model-here"
+    with pytest.raises(ValueError, match="fewer than batch_size 100000"):
+        finetune_model("x", {**SPEC, "batch_size": 100_000}, missing_model, tiny_dataset, tmp_path / "x",
+                       torch.device("cpu"))
+
+
 def test_freezing_more_blocks_than_exist_is_refused(tiny_models, tiny_dataset, tmp_path):
     with pytest.raises(ValueError, match="only 2 blocks"):
         finetune_model("x", {**SPEC, "freeze": {"top": 3}}, tiny_models["bert"], tiny_dataset, tmp_path / "x",

@@ -175,12 +175,14 @@ def finetune_model(
     dataset_meta = read_meta(dataset_dir)
     train = load_split(dataset_dir, "train")
     validation = load_split(dataset_dir, "validation")
+    steps, batch_size = training_steps(spec, len(train)), int(spec["batch_size"])
+    if len(train) < batch_size:
+        raise ValueError(f"{name}: the train split has {len(train)} examples, fewer than batch_size {batch_size}")
     tokenizer = load_tokenizer(base_dir)
     torch.manual_seed(seed)
     model = AutoModelForSequenceClassification.from_pretrained(
         base_dir, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id
     ).to(device)
-    steps, batch_size = training_steps(spec, len(train)), int(spec["batch_size"])
     frozen = freeze(model, spec.get("freeze"))
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=float(spec["learning_rate"]),
@@ -189,8 +191,6 @@ def finetune_model(
     schedule = get_linear_schedule_with_warmup(
         optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps
     )
-    if len(train) < batch_size:
-        raise ValueError(f"{name}: the train split has {len(train)} examples, fewer than batch_size {batch_size}")
     order = np.random.default_rng(seed)
     lengths = token_lengths(tokenizer, train, int(spec["max_length"]))
     group_by_length = bool(spec.get("group_by_length", True))
