@@ -39,11 +39,12 @@ def layer_views(model: str, stores: dict[str, str | Path], base: str, siblings: 
         raise ValueError(f"stores hold different numbers of {split!r} rows: {n}; re-extract them alike")
     pairs = [("ORIG–ORIG", base, base), ("FT–ORIG", model, base), ("FT–FT", model, model)]
     pairs += [(f"FT[{model}]–FT[{sibling}]", model, sibling) for sibling in sorted(siblings)]
+    constant = {name: constant_layers(rep) for name, rep in reps.items()}
     frames = []
     for view, a, b in pairs:
         matrix = linear_cka_layers(reps[a], reps[b])
-        matrix[constant_layers(reps[a]), :] = np.nan
-        matrix[:, constant_layers(reps[b])] = np.nan
+        matrix[constant[a], :] = np.nan
+        matrix[:, constant[b]] = np.nan
         layer_a, layer_b = np.indices(matrix.shape)
         frames.append(pd.DataFrame({"view": view, "model_a": a, "model_b": b, "layer_a": layer_a.ravel(),
                                     "layer_b": layer_b.ravel(), "value": matrix.ravel()}))
