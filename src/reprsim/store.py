@@ -45,6 +45,9 @@ def constant_layers(rep: np.ndarray) -> np.ndarray:
     position for every example): similarity to it is undefined (numerics.md: a degenerate input
     gives NaN with a reason), not rounding noise dressed up as a number.
     """
-    rep = np.asarray(rep, dtype=np.float64)
-    spread = np.linalg.norm(rep - rep.mean(axis=1, keepdims=True), axis=(1, 2))
-    return spread <= CONSTANT * np.linalg.norm(rep, axis=(1, 2))
+    def constant(layer: np.ndarray) -> bool:
+        # one layer at a time: a float64 copy of the whole stack would double a pair job's memory
+        layer = np.asarray(layer, dtype=np.float64)
+        return np.linalg.norm(layer - layer.mean(axis=0)) <= CONSTANT * np.linalg.norm(layer)
+
+    return np.array([constant(layer) for layer in rep], dtype=bool)
