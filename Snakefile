@@ -22,15 +22,16 @@ except ImportError as error:
         f"environment (pip install -e .) or use the README's setup command ({error})"
     )
 try:
-    validate_config(config, os.path.join(workflow.basedir, "config/schema.yaml"))
+    validate_config(config)  # against the schema that ships inside the package
 except ConfigError as error:
     raise WorkflowError(str(error))
 
 
-report: "report/workflow.rst"
+report: "src/reprsim/stages/report/captions/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/resources.smk"
 include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/finetune.smk"

@@ -8,7 +8,7 @@
     3 → layer 4, mean-pooled over SST-2 sentences (Gaussian rows with a decaying spectrum when
     the model or the data is not installed): wall time of the INN fit, which must stay under 2 min.
 
-The ground-truth maps are written here in plain numpy, independently of reprsim.align.synthetic:
+The ground-truth maps are written here in plain numpy, independently of reprsim.aligners.synthetic:
 affine couplings on alternating halves, x_b ← x_b·exp(tanh(scale_net(x_a))) + shift_net(x_a),
 scale_net one tanh hidden layer, shift_net a two-hidden-layer ReLU MLP, widths 64, weights
 drawn as PyTorch initialises nn.Linear (U(±1/√fan_in), "uniform") or N(0, 1/fan_in) ("normal",
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from reprsim.align import make
+from reprsim.aligners import make
 
 REPO = Path(__file__).resolve().parents[1]
 SST2 = REPO.parent / "shared" / "data" / "glue" / "sst2" / "train.tsv"

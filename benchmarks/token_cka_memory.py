@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from reprsim.token_similarity import token_minibatch_cka
+from reprsim.stages.compare.tokens import token_minibatch_cka
 
 LAYERS, WIDTH, BLOCK = 13, 768, 4096
 

@@ -1,6 +1,6 @@
-# Aligners between representation spaces (Ren et al. 2023): per layer pair of two models,
-# synthetic recovery of a known invertible map, and layer injection into a fine-tuned model.
-# GPU rules: the INN and MLP aligners train networks.
+# Stage align: aligners between representation spaces (Ren et al. 2023): per layer pair of two
+# models, synthetic recovery of a known invertible map, and layer injection into a fine-tuned
+# model. GPU rules: the INN and MLP aligners train networks.
 
 
 rule align_layers:
@@ -9,12 +9,12 @@ rule align_layers:
         b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
         code=code("align_layers"),
     output:
-        table="results/align/{representation}/{dataset}/{model_a}__{model_b}.parquet",
+        table=paths.ALIGNER_TABLE,
     log:
-        "results/logs/align/{representation}/{dataset}/{model_a}__{model_b}.log",
+        paths.log(paths.ALIGNER_TABLE),
     params:
         aligners=canonical(aligner_specs()),
-        splits=align_splits(),
+        splits=ALIGN["splits"],
         layers=ALIGN["layers"],
         seed=ALIGN["seed"],
     threads: 2
@@ -33,13 +33,13 @@ rule synthetic_alignment:
         store=lambda wildcards: store(wildcards.dataset, wildcards.model),
         code=code("synthetic_alignment"),
     output:
-        table="results/align/synthetic/{dataset}/{model}.parquet",
+        table=paths.SYNTHETIC_TABLE,
     log:
-        "results/logs/align/synthetic/{dataset}/{model}.log",
+        paths.log(paths.SYNTHETIC_TABLE),
     params:
         aligners=canonical(aligner_specs()),
         pooling=ALIGN["representation"],
-        splits=align_splits(),
+        splits=ALIGN["splits"],
         layers=ALIGN["synthetic"]["layers"],
         map_seeds=ALIGN["synthetic"]["map_seeds"],
     threads: 2
@@ -62,12 +62,12 @@ rule layer_injection:
         model_b=lambda wildcards: model_dir(wildcards.model_b),
         code=code("layer_injection"),
     output:
-        table="results/align/injection/{dataset}/{model_a}__{model_b}.parquet",
+        table=paths.INJECTION_TABLE,
     log:
-        "results/logs/align/injection/{dataset}/{model_a}__{model_b}.log",
+        paths.log(paths.INJECTION_TABLE),
     params:
         aligners=canonical(aligner_specs()),
-        splits=align_splits(),
+        splits=ALIGN["splits"],
         seed=ALIGN["seed"],
     threads: 2
     resources:
@@ -78,25 +78,3 @@ rule layer_injection:
         "../envs/finetune.yaml"
     script:
         "../scripts/layer_injection.py"
-
-
-rule align_figure:
-    input:
-        table="results/align/{representation}/{dataset}/{model_a}__{model_b}.parquet",
-        code=code("plot_figures"),
-    output:
-        figure=report(
-            "results/figures/align/{representation}/{dataset}/{model_a}__{model_b}.png",
-            category="Alignment",
-            subcategory="{representation} pooling, {dataset}",
-            caption="../report/aligners.rst",
-            labels={"model A": "{model_a}", "model B": "{model_b}"},
-        ),
-    log:
-        "results/logs/figures/align/{representation}/{dataset}/{model_a}__{model_b}.log",
-    params:
-        kind="aligners",
-    conda:
-        "../envs/report.yaml"
-    script:
-        "../scripts/plot_figures.py"

@@ -1,4 +1,5 @@
-# Pairwise jobs: one per unordered model pair (and each model with itself), all layer pairs inside.
+# Stage compare: one job per unordered model pair (and each model with itself), all layer pairs
+# inside; then the pair tables in one, and the summaries over all pairs.
 
 
 rule compare_pair:
@@ -7,13 +8,12 @@ rule compare_pair:
         b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
         code=code("compare_pair"),
     output:
-        table="results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet",
+        table=paths.PAIR_TABLE,
     log:
-        "results/logs/pairs/{representation}/{dataset}/{model_a}__{model_b}.log",
+        paths.log(paths.PAIR_TABLE),
     params:
         split=config["similarity"]["split"],
         measures=canonical(config["measures"]),
-        alignment=canonical(config["alignment"]),
     threads: 1
     resources:
         mem_mb=compare_mem_mb,
@@ -22,3 +22,54 @@ rule compare_pair:
         "../envs/compare.yaml"
     script:
         "../scripts/compare_pair.py"
+
+
+rule aggregate_pairs:
+    input:
+        tables=per_pair(paths.PAIR_TABLE, REPRESENTATIONS, EXTRACT_ON, PAIRS),
+        code=code("aggregate_pairs"),
+    output:
+        table=paths.PAIRS,
+        summary=paths.PAIR_SUMMARY,
+    log:
+        paths.log(paths.PAIRS),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/aggregate_pairs.py"
+
+
+rule model_distances:
+    input:
+        table=paths.PAIRS,
+        code=code("model_distances"),
+    output:
+        table=paths.MODEL_DISTANCES,
+    log:
+        paths.log(paths.MODEL_DISTANCES),
+    params:
+        label=config["report"]["distance_measure"],
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/model_distances.py"
+
+
+rule localization_scores:
+    input:
+        table=paths.PAIRS,
+        code=code("localization_scores"),
+    output:
+        table=paths.LOCALIZATION,
+    log:
+        paths.log(paths.LOCALIZATION),
+    params:
+        neuronsim=first_label(config["measures"], "neuronsim"),
+        svcca=first_label(config["measures"], "svcca"),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/localization_scores.py"

@@ -1,4 +1,17 @@
-# Prepare datasets: builtin generator, local files, or the Hugging Face hub.
+# Stage data: prepare datasets (builtin generator, local files, or the Hugging Face hub).
+
+
+def dataset_spec(wildcards):
+    """What the prepared table depends on: the spec without `metric`, which only chooses what figures show."""
+    return canonical({k: v for k, v in config["datasets"][wildcards.dataset].items() if k != "metric"})
+
+
+def local_dataset_files(wildcards):
+    """A local dataset's files, so that editing one re-prepares the dataset."""
+    spec = config["datasets"][wildcards.dataset]
+    if spec["source"] != "local":
+        return []
+    return [os.path.join(spec["data_root"], path) for path in spec["files"].values()]
 
 
 rule prepare_dataset:
@@ -6,11 +19,11 @@ rule prepare_dataset:
         files=local_dataset_files,
         code=code("prepare_dataset"),
     output:
-        dataset=directory("results/datasets/{dataset}"),
+        dataset=directory(paths.DATASET),
     log:
-        "results/logs/datasets/{dataset}.log",
+        paths.log(paths.DATASET),
     params:
-        spec=lambda wildcards: dataset_spec(wildcards.dataset),
+        spec=dataset_spec,
     threads: 1
     conda:
         "../envs/data.yaml"

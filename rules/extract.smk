@@ -1,15 +1,15 @@
-# Activations of every layer into Zarr (GPU rule: cluster profiles route it by resources.gpu).
+# Stage extract: activations of every layer into Zarr (GPU rule: cluster profiles route it by resources.gpu).
 
 
 rule extract_activations:
     input:
-        model="results/models/{model}",
-        dataset="results/datasets/{dataset}",
+        model=paths.MODEL,
+        dataset=paths.DATASET,
         code=code("extract_activations"),
     output:
-        store=directory("results/activations/{dataset}/{model}.zarr"),
+        store=directory(paths.STORE),
     log:
-        "results/logs/activations/{dataset}/{model}.log",
+        paths.log(paths.STORE),
     params:
         settings=canonical(config["extraction"] | {"datasets": None}),
         device=config["device"],

@@ -1,5 +1,25 @@
-# Fine-tuning (a model source like any other) and what it did to each layer (Phang et al. 2021):
-# truncation, skipping blocks, and CLS-token CKA views between layers.
+# Stage finetune: fine-tuning (a model source like any other) and what it did to each layer
+# (Phang et al. 2021): truncation, skipping blocks, and CLS-token CKA views between layers.
+
+
+def finetune_inputs(wildcards):
+    spec = config["models"][wildcards.model]
+    return {"base": model_dir(spec["base"]), "dataset": dataset_dir(spec["dataset"])}
+
+
+def siblings(model):
+    """Models fine-tuned exactly like `model` (same base, data, settings) but from another seed."""
+    def recipe(name):
+        return {k: v for k, v in config["models"][name].items() if k != "seed"}
+
+    return [m for m in FINETUNED if m != model and recipe(m) == recipe(model)]
+
+
+def layer_view_stores(wildcards):
+    """The stores a fine-tuned model's layer views read: its own, its base's, its siblings'."""
+    spec = config["models"][wildcards.model]
+    names = [wildcards.model, spec["base"], *siblings(wildcards.model)]
+    return {name: store(spec["dataset"], name) for name in names}
 
 
 rule finetune_model:
@@ -7,9 +27,9 @@ rule finetune_model:
         unpack(finetune_inputs),
         code=code("finetune_model"),
     output:
-        model=directory("results/models/{model}"),
+        model=directory(paths.MODEL),
     log:
-        "results/logs/finetune/{model}.log",
+        paths.log(paths.MODEL),
     params:
         spec=model_spec,
         device=config["device"],
@@ -28,16 +48,15 @@ rule finetune_model:
 
 rule truncation:
     input:
-        model="results/models/{model}",
+        model=paths.MODEL,
         base=lambda wildcards: model_dir(config["models"][wildcards.model]["base"]),
         dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
-        code=code("evaluate_finetuned"),
+        code=code("truncation"),
     output:
-        table="results/finetune/{model}/truncation.parquet",
+        table=paths.TRUNCATION_TABLE,
     log:
-        "results/logs/finetune/{model}.truncation.log",
+        paths.log(paths.TRUNCATION_TABLE),
     params:
-        kind="truncation",
         heads=config["finetune_eval"]["heads"],
         split=config["finetune_eval"]["split"],
         batch_size=config["finetune_eval"]["batch_size"],
@@ -52,20 +71,19 @@ rule truncation:
     conda:
         "../envs/finetune.yaml"
     script:
-        "../scripts/evaluate_finetuned.py"
+        "../scripts/truncation.py"
 
 
 rule skip:
     input:
-        model="results/models/{model}",
+        model=paths.MODEL,
         dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
-        code=code("evaluate_finetuned"),
+        code=code("skip"),
     output:
-        table="results/finetune/{model}/skip.parquet",
+        table=paths.SKIP_TABLE,
     log:
-        "results/logs/finetune/{model}.skip.log",
+        paths.log(paths.SKIP_TABLE),
     params:
-        kind="skip",
         split=config["finetune_eval"]["split"],
         batch_size=config["finetune_eval"]["batch_size"],
         device=config["device"],
@@ -79,7 +97,7 @@ rule skip:
     conda:
         "../envs/finetune.yaml"
     script:
-        "../scripts/evaluate_finetuned.py"
+        "../scripts/skip.py"
 
 
 rule layer_views:
@@ -87,9 +105,10 @@ rule layer_views:
         unpack(layer_view_stores),
         code=code("layer_views"),
     output:
-        table="results/finetune/{model}/layer_views.parquet",
+        table=paths.LAYER_VIEWS_TABLE,
+        blocks=paths.LAYER_BLOCKS_TABLE,
     log:
-        "results/logs/finetune/{model}.layer_views.log",
+        paths.log(paths.LAYER_VIEWS_TABLE),
     params:
         base=lambda wildcards: config["models"][wildcards.model]["base"],
         siblings=lambda wildcards: siblings(wildcards.model),

@@ -1,5 +1,14 @@
-# Materialise models (hub, local directory, installed package, random init) into save_pretrained dirs.
-# Fine-tuned models come from rules/finetune.smk into the same place.
+# Stage models: materialise models (hub, local directory, installed package, random init) into
+# save_pretrained dirs. Fine-tuned models come from rules/finetune.smk into the same place.
+
+
+def model_spec(wildcards):
+    return canonical(config["models"][wildcards.model])
+
+
+def materialize_inputs(wildcards):
+    spec = config["models"][wildcards.model]
+    return {"tokenizer": model_dir(spec["tokenizer"])} if spec["source"] == "init" else {}
 
 
 rule materialize_model:
@@ -7,9 +16,9 @@ rule materialize_model:
         unpack(materialize_inputs),
         code=code("materialize_model"),
     output:
-        model=directory("results/models/{model}"),
+        model=directory(paths.MODEL),
     log:
-        "results/logs/models/{model}.log",
+        paths.log(paths.MODEL),
     params:
         spec=model_spec,
     wildcard_constraints:

@@ -1,202 +1,161 @@
-# Figures, the aggregated table and the HTML report.
+# Stage report: one figure per table (the figure registry, reprsim.stages.report.figures), then the
+# HTML report assembled from sections. Captions: src/reprsim/stages/report/captions/*.rst, which the
+# HTML report shows too.
+CAPTIONS = "../src/reprsim/stages/report/captions"
+CAPTION_FILES = sorted(glob.glob(os.path.join(workflow.basedir, "src/reprsim/stages/report/captions/*.rst")))
 
 
 rule pair_heatmap:
     input:
-        table="results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet",
-        code=code("plot_figures"),
+        table=paths.PAIR_TABLE,
+        code=code("plot_figure"),
     output:
         figure=report(
-            "results/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.png",
+            paths.PAIR_HEATMAP,
             category="Similarity",
             subcategory="{representation} pooling, {dataset}",
-            caption="../report/heatmap.rst",
+            caption=f"{CAPTIONS}/heatmap.rst",
             labels={"model A": "{model_a}", "model B": "{model_b}"},
         ),
     log:
-        "results/logs/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.log",
+        paths.log(paths.PAIR_HEATMAP),
     params:
-        kind="heatmap",
+        figure="heatmap",
+        options={},
     threads: 1
     conda:
         "../envs/report.yaml"
     script:
-        "../scripts/plot_figures.py"
+        "../scripts/plot_figure.py"
 
 
 rule truncation_figure:
     input:
-        table="results/finetune/{model}/truncation.parquet",
-        code=code("plot_figures"),
+        table=paths.TRUNCATION_TABLE,
+        code=code("plot_figure"),
     output:
-        figure=report(
-            "results/figures/finetune/{model}/truncation.png",
-            category="Fine-tuning",
-            caption="../report/truncation.rst",
-            labels={"model": "{model}"},
-        ),
+        figure=report(paths.TRUNCATION_FIGURE, category="Fine-tuning", caption=f"{CAPTIONS}/truncation.rst",
+                      labels={"model": "{model}"}),
     log:
-        "results/logs/figures/finetune/{model}.log",
+        paths.log(paths.TRUNCATION_FIGURE),
     params:
-        kind="truncation",
-        metric=lambda wildcards: task_metric(wildcards.model),
+        figure="truncation",
+        options=lambda wildcards: {"metric": task_metric(wildcards.model)},
     threads: 1
     conda:
         "../envs/report.yaml"
     script:
-        "../scripts/plot_figures.py"
+        "../scripts/plot_figure.py"
 
 
 rule skip_figure:
     input:
-        table="results/finetune/{model}/skip.parquet",
-        code=code("plot_figures"),
+        table=paths.SKIP_TABLE,
+        code=code("plot_figure"),
     output:
-        figure=report(
-            "results/figures/finetune/{model}/skip.png",
-            category="Fine-tuning",
-            caption="../report/skip.rst",
-            labels={"model": "{model}"},
-        ),
+        figure=report(paths.SKIP_FIGURE, category="Fine-tuning", caption=f"{CAPTIONS}/skip.rst",
+                      labels={"model": "{model}"}),
     log:
-        "results/logs/figures/finetune/{model}.skip.log",
+        paths.log(paths.SKIP_FIGURE),
     params:
-        kind="skip",
-        metric=lambda wildcards: task_metric(wildcards.model),
+        figure="skip",
+        options=lambda wildcards: {"metric": task_metric(wildcards.model)},
     threads: 1
     conda:
         "../envs/report.yaml"
     script:
-        "../scripts/plot_figures.py"
+        "../scripts/plot_figure.py"
 
 
 rule layer_views_figure:
     input:
-        table="results/finetune/{model}/layer_views.parquet",
-        code=code("plot_figures"),
+        table=paths.LAYER_VIEWS_TABLE,
+        blocks=paths.LAYER_BLOCKS_TABLE,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.LAYER_VIEWS_FIGURE, category="Fine-tuning", caption=f"{CAPTIONS}/layer_views.rst",
+                      labels={"model": "{model}"}),
+    log:
+        paths.log(paths.LAYER_VIEWS_FIGURE),
+    params:
+        figure="layer_views",
+        options={},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+rule aligner_figure:
+    input:
+        table=paths.ALIGNER_TABLE,
+        code=code("plot_figure"),
     output:
         figure=report(
-            "results/figures/finetune/{model}/layer_views.png",
-            category="Fine-tuning",
-            caption="../report/layer_views.rst",
-            labels={"model": "{model}"},
+            paths.ALIGNER_FIGURE,
+            category="Aligners",
+            subcategory="{representation} pooling, {dataset}",
+            caption=f"{CAPTIONS}/aligners.rst",
+            labels={"model A": "{model_a}", "model B": "{model_b}"},
         ),
     log:
-        "results/logs/figures/finetune/{model}.layer_views.log",
+        paths.log(paths.ALIGNER_FIGURE),
     params:
-        kind="layer_views",
+        figure="aligners",
+        options={},
     threads: 1
     conda:
         "../envs/report.yaml"
     script:
-        "../scripts/plot_figures.py"
-
-
-rule aggregate_pairs:
-    input:
-        tables=all_pair_tables(),
-        code=code("aggregate_pairs"),
-    output:
-        table="results/tables/pairs.parquet",
-    log:
-        "results/logs/tables/pairs.log",
-    threads: 1
-    conda:
-        "../envs/report.yaml"
-    script:
-        "../scripts/aggregate_pairs.py"
-
-
-rule alignment_figure:
-    input:
-        table="results/tables/pairs.parquet",
-        code=code("plot_figures"),
-    output:
-        figure=report(
-            "results/figures/alignment/linear_map_error.png",
-            category="Alignment",
-            caption="../report/alignment.rst",
-        ),
-    log:
-        "results/logs/figures/alignment.log",
-    params:
-        kind="alignment",
-    threads: 1
-    conda:
-        "../envs/report.yaml"
-    script:
-        "../scripts/plot_figures.py"
+        "../scripts/plot_figure.py"
 
 
 rule model_distance_figure:
     input:
-        table="results/tables/pairs.parquet",
-        code=code("plot_figures"),
+        table=paths.MODEL_DISTANCES,
+        code=code("plot_figure"),
     output:
-        figure=report(
-            "results/figures/summary/model_distance.png",
-            category="Similarity",
-            caption="../report/model_distance.rst",
-        ),
+        figure=report(paths.MODEL_DISTANCE_FIGURE, category="Similarity", caption=f"{CAPTIONS}/model_distance.rst"),
     log:
-        "results/logs/figures/model_distance.log",
+        paths.log(paths.MODEL_DISTANCE_FIGURE),
     params:
-        kind="model_distance",
-        label=config["report"]["distance_measure"],
+        figure="model_distance",
+        options={"label": config["report"]["distance_measure"]},
     threads: 1
     conda:
         "../envs/report.yaml"
     script:
-        "../scripts/plot_figures.py"
+        "../scripts/plot_figure.py"
 
 
 rule localization_figure:
     input:
-        table="results/tables/pairs.parquet",
-        code=code("plot_figures"),
+        table=paths.LOCALIZATION,
+        code=code("plot_figure"),
     output:
-        scores="results/tables/localization.parquet",
-        figure=report(
-            "results/figures/summary/localization.png",
-            category="Similarity",
-            caption="../report/localization.rst",
-        ),
+        figure=report(paths.LOCALIZATION_FIGURE, category="Similarity", caption=f"{CAPTIONS}/localization.rst"),
     log:
-        "results/logs/figures/localization.log",
+        paths.log(paths.LOCALIZATION_FIGURE),
     params:
-        kind="localization",
-        neuronsim=first_label(config["measures"], "neuronsim"),
-        svcca=first_label(config["measures"], "svcca"),
+        figure="localization",
+        options={},
     threads: 1
     conda:
         "../envs/report.yaml"
     script:
-        "../scripts/plot_figures.py"
+        "../scripts/plot_figure.py"
 
 
 rule report:
     input:
-        datasets=[dataset_dir(d) for d in DATASETS],
-        models=[model_dir(m) for m in MODELS],
-        stores=all_stores(),
-        pairs="results/tables/pairs.parquet",
-        heatmaps=all_heatmaps(),
-        alignment=["results/figures/alignment/linear_map_error.png"] if config["alignment"]["enabled"] else [],
-        summaries=summary_figures(),
-        truncation_tables=all_truncation_tables(),
-        truncation_figures=all_truncation_figures(),
-        skip_figures=all_skip_figures(),
-        align_tables=all_align_tables(),
-        align_figures=all_align_figures(),
-        synthetic_tables=all_synthetic_tables(),
-        injection_tables=all_injection_tables(),
-        layer_views=all_layer_views(),
-        layer_view_figures=all_layer_view_figures(),
+        **TARGETS,
         code=code("build_report"),
+        captions=CAPTION_FILES,  # the page shows them: an edited caption rebuilds it
     output:
-        html="results/report/index.html",
+        html=paths.REPORT,
     log:
-        "results/logs/report.log",
+        paths.log(paths.REPORT),
     params:
         title=config["report"]["title"],
         task_metrics={m: task_metric(m) for m in FINETUNED},

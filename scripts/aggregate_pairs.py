@@ -1,8 +1,10 @@
-"""Snakemake entry point: all pair tables in one (rules/report.smk)."""
+"""Snakemake entry point: all pair tables in one, and the summary per model pair (rules/compare.smk)."""
 import pandas as pd
 
-from reprsim.logs import tee_to_log
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.compare.summaries import pair_summary
 
 with tee_to_log(snakemake.log[0]):
-    tables = [pd.read_parquet(path) for path in snakemake.input.tables]
-    pd.concat(tables, ignore_index=True).to_parquet(snakemake.output.table, index=False)
+    pairs = pd.concat([pd.read_parquet(path) for path in snakemake.input.tables], ignore_index=True)
+    pairs.to_parquet(snakemake.output.table, index=False)
+    pair_summary(pairs).to_parquet(snakemake.output.summary, index=False)

@@ -3,8 +3,8 @@ import json
 
 import torch
 
-from reprsim.alignment import align_layers
-from reprsim.logs import tee_to_log
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.align.layers import align_layers
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

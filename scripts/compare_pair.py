@@ -1,8 +1,8 @@
 """Snakemake entry point: every layer pair of one model pair (rules/compare.smk)."""
 import json
 
-from reprsim.compare import compare_pair
-from reprsim.logs import tee_to_log
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.compare.pairs import compare_pair
 
 with tee_to_log(snakemake.log[0]):
     table = compare_pair(
@@ -11,6 +11,5 @@ with tee_to_log(snakemake.log[0]):
         representation=snakemake.wildcards.representation,
         split=snakemake.params.split,
         measures=json.loads(snakemake.params.measures),
-        alignment=json.loads(snakemake.params.alignment),
     )
     table.to_parquet(snakemake.output.table, index=False)

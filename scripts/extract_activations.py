@@ -3,10 +3,10 @@ import json
 
 import torch
 
-from reprsim.data import read_meta
-from reprsim.device import resolve_device
-from reprsim.extract import extract_activations
-from reprsim.logs import tee_to_log
+from reprsim.io.datasets import read_meta
+from reprsim.io.device import resolve_device
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.extract.activations import extract_activations
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

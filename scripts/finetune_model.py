@@ -3,9 +3,9 @@ import json
 
 import torch
 
-from reprsim.device import resolve_device
-from reprsim.finetune import finetune_model
-from reprsim.logs import tee_to_log
+from reprsim.io.device import resolve_device
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.finetune.training import finetune_model
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

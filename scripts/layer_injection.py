@@ -4,8 +4,8 @@ import json
 import pandas as pd
 import torch
 
-from reprsim.injection import layer_injection
-from reprsim.logs import tee_to_log
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.align.injection import layer_injection
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

@@ -1,6 +1,7 @@
-"""Snakemake entry point: CLS-token CKA views between layers of one fine-tuned model (rules/finetune.smk)."""
-from reprsim.layer_views import layer_views
-from reprsim.logs import tee_to_log
+"""Snakemake entry point: CLS-token CKA views between layers of one fine-tuned model, and their
+block structure (rules/finetune.smk)."""
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.finetune.layer_views import block_summary, layer_views
 
 with tee_to_log(snakemake.log[0]):
     model = snakemake.wildcards.model
@@ -8,3 +9,4 @@ with tee_to_log(snakemake.log[0]):
     table = layer_views(model, {name: snakemake.input[name] for name in names}, snakemake.params.base,
                         list(snakemake.params.siblings), snakemake.params.split)
     table.to_parquet(snakemake.output.table, index=False)
+    block_summary(table).to_parquet(snakemake.output.blocks, index=False)

@@ -1,8 +1,8 @@
 """Snakemake entry point: materialise one model (rules/models.smk)."""
 import json
 
-from reprsim.logs import tee_to_log
-from reprsim.models import materialize_model
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.models.materialize import materialize_model
 
 with tee_to_log(snakemake.log[0]):
     materialize_model(

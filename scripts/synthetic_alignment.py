@@ -3,8 +3,8 @@ import json
 
 import torch
 
-from reprsim.alignment import synthetic_table
-from reprsim.logs import tee_to_log
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.align.layers import synthetic_table
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

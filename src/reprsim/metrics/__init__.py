@@ -1,4 +1,4 @@
-"""Similarity measures between representations (rows = the same inputs), per numerics.md.
+"""Similarity measures between representations (rows = the same inputs), per docs/numerics.md.
 
     compute(name, X, Y, **params)         -> Result(value, meta)
     compute_layers(name, Xs, Ys, **params) -> LayerResult(values (L1, L2), meta)

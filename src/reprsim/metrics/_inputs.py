@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+
 def as_float64(X, device: torch.device | str | None = None, name: str = "X") -> torch.Tensor:
     """X (numpy array or torch tensor, any float dtype) as a float64 tensor; NaN/Inf rejected."""
     if isinstance(X, torch.Tensor):

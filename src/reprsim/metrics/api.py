@@ -10,7 +10,12 @@ import torch
 
 from reprsim.metrics import cca as cca_family
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
-from reprsim.metrics.cka import GRAM_BYTES_LIMIT, cka_layers, gram_null_draws, minibatch_cka_layers
+from reprsim.metrics.cka import (
+    GRAM_BYTES_LIMIT,
+    cka_layers,
+    gram_null_draws,
+    minibatch_cka_layers,
+)
 from reprsim.metrics.knn import mutual_knn_layers
 from reprsim.metrics.neuron import mixedsim_layers, neuronsim_layers
 from reprsim.metrics.procrustes import procrustes_layers

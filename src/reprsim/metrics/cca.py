@@ -1,4 +1,4 @@
-"""CCA, SVCCA (Raghu et al. 2017) and PWCCA (Morcos et al. 2018), following numerics.md.
+"""CCA, SVCCA (Raghu et al. 2017) and PWCCA (Morcos et al. 2018), following docs/numerics.md.
 
 Inputs are centred. When n ≤ d on a side, CCA of the raw spaces is trivially 1, so
 each side must be reduced by PCA to its top min(n − 1, d, pca_dims) components: with
@@ -56,7 +56,7 @@ def canonical(px: dict, py: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     return rho.clamp(0.0, 1.0), A, Bt.T
 
 
-def _pwcca_weights(prepared: dict, rotation: torch.Tensor) -> torch.Tensor:
+def pwcca_weights(prepared: dict, rotation: torch.Tensor) -> torch.Tensor:
     """α_i = Σ_j |<h_i, z_j>| with h_i the orthonormal canonical variates and z_j the centred neurons."""
     variates = prepared["basis"] @ rotation  # (n, c), orthonormal columns
     return (variates.T @ prepared["centred"]).abs().sum(dim=1)
@@ -71,7 +71,7 @@ def pwcca_from(px: dict, py: dict, direction: str) -> tuple[float, dict]:
     rho, A, B = canonical(px, py)
     values = {}
     for side, prepared, rotation in (("x", px, A), ("y", py, B)):
-        alpha = _pwcca_weights(prepared, rotation[:, : rho.numel()])
+        alpha = pwcca_weights(prepared, rotation[:, : rho.numel()])
         values[side] = float((alpha * rho).sum() / alpha.sum())
     if direction == "min":
         direction = "x" if px["centred"].shape[1] <= py["centred"].shape[1] else "y"

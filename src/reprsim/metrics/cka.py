@@ -1,4 +1,4 @@
-"""Centered Kernel Alignment (Kornblith et al. 2019), every estimator in numerics.md, batched over layers.
+"""Centered Kernel Alignment (Kornblith et al. 2019), every estimator in docs/numerics.md, batched over layers.
 
 CKA(K, L) = HSIC(K, L) / sqrt(HSIC(K, K) · HSIC(L, L)) for Gram matrices K of X and L of Y.
 
@@ -120,7 +120,7 @@ GRAM_BYTES_LIMIT = 1 << 30  # one side's (L, n, n) float64 Grams; above it the f
 
 
 def _feature_form_is_cheaper(x_shape, y_shape) -> bool:
-    """numerics.md: the feature form needs n > max(d1, d2); among the two forms take the one with fewer
+    """docs/numerics.md: the feature form needs n > max(d1, d2); among the two forms take the one with fewer
     multiply-adds for all layer pairs, unless the Gram form would not fit in GRAM_BYTES_LIMIT."""
     (L1, n, d1), (L2, _, d2) = x_shape, y_shape
     if n <= max(d1, d2):

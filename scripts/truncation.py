@@ -1,0 +1,15 @@
+"""Snakemake entry point: truncation curves of one fine-tuned model (rules/finetune.smk)."""
+import torch
+
+from reprsim.io.device import resolve_device
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.finetune.truncation import truncation
+
+with tee_to_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    settings = dict(snakemake.params.heads)
+    heads = settings if settings.pop("enabled") else None
+    table = truncation(snakemake.input.model, snakemake.input.base, snakemake.input.dataset, heads=heads,
+                       split=snakemake.params.split, batch_size=snakemake.params.batch_size,
+                       device=resolve_device(snakemake.params.device))
+    table.to_parquet(snakemake.output.table, index=False)

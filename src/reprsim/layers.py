@@ -1,0 +1,17 @@
+"""Pairing the layers of two models of possibly different depth (layer 0 = embeddings)."""
+
+from __future__ import annotations
+
+
+def matching_layer(layer: int, depth_from: int, depth_to: int) -> int:
+    """The layer at the same relative depth in a model with `depth_to` blocks."""
+    return int(round(layer * depth_to / depth_from)) if depth_from else 0
+
+
+def layer_pairs(depth_a: int, depth_b: int, layers: str) -> list[tuple[int, int]]:
+    """(layer_a, layer_b) to align: each layer of the shallower model with the same relative depth, or all."""
+    if layers == "all":
+        return [(a, b) for a in range(depth_a + 1) for b in range(depth_b + 1)]
+    if depth_a <= depth_b:
+        return [(a, matching_layer(a, depth_a, depth_b)) for a in range(depth_a + 1)]
+    return [(matching_layer(b, depth_b, depth_a), b) for b in range(depth_b + 1)]

@@ -1,0 +1,1 @@
+"""Stage align: aligners between two models' layers, synthetic recovery, layer injection."""

@@ -1,0 +1,166 @@
+"""Fine-tuning a model with a classification head (a model source like any other).
+
+The evaluations of fine-tuned models (truncation, skipping blocks) live in
+:mod:`reprsim.stages.finetune.truncation` and :mod:`reprsim.stages.finetune.skip`; the helpers they share with it live in :mod:`reprsim.nets`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import (
+    AutoModelForSequenceClassification,
+    get_linear_schedule_with_warmup,
+)
+
+from reprsim.io.datasets import load_split, read_meta
+from reprsim.io.device import describe
+from reprsim.io.logs import progress
+from reprsim.io.outputs import atomic_directory, write_json
+from reprsim.io.provenance import hash_directory
+from reprsim.nets.classifiers import (
+    embedding_modules,
+    encode_rows,
+    evaluate,
+    tokenize_rows,
+    transformer_blocks,
+)
+from reprsim.nets.loading import describe_model, load_tokenizer
+from reprsim.workflow.plan import training_steps
+
+
+def freeze(model, spec: dict | None) -> list[str]:
+    """Fix the parameters `spec` names ({bottom: k}: embeddings + first k blocks; {top: k}: last k blocks).
+
+    Returns the names of the frozen parameters (recorded in meta.json).
+    """
+    if not spec:
+        return []
+    blocks = transformer_blocks(model)
+    (side, k), = spec.items()
+    if k > len(blocks):
+        raise ValueError(f"freeze: {{{side}: {k}}} but the model has only {len(blocks)} blocks")
+    modules = embedding_modules(model) + list(blocks[:k]) if side == "bottom" else list(blocks[len(blocks) - k:])
+    frozen = {id(p) for m in modules for p in m.parameters()}
+    names = []
+    for name, parameter in model.named_parameters():
+        if id(parameter) in frozen:
+            parameter.requires_grad_(False)
+            names.append(name)
+    return names
+
+
+GROUPING_WINDOW = 50  # batches per window whose examples are sorted by length (as transformers' Trainer)
+
+
+def epoch_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                  group_by_length: bool) -> list[np.ndarray]:
+    """One epoch's batches of row indices: a seeded shuffle cut into full batches (the remainder
+    is left out). With `group_by_length`, each window of GROUPING_WINDOW batches is sorted by
+    token length before cutting and the batches are then shuffled, so a batch holds similar
+    lengths (little padding) while every epoch still visits the rows in a new random grouping."""
+    permutation = rng.permutation(len(lengths))
+    n_batches = len(permutation) // batch_size
+    permutation = permutation[:n_batches * batch_size]
+    if group_by_length:
+        window = GROUPING_WINDOW * batch_size
+        permutation = np.concatenate([
+            chunk[np.argsort(-lengths[chunk], kind="stable")]
+            for chunk in np.split(permutation, range(window, len(permutation), window))
+        ]) if len(permutation) else permutation
+    batches = np.split(permutation, n_batches) if n_batches else []
+    if group_by_length:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def token_lengths(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
+    return np.array([len(ids) for ids in tokenize_rows(tokenizer, frame, max_length)["input_ids"]])
+
+
+def finetune_model(
+    name: str, spec: dict, base_dir: str | Path, dataset_dir: str | Path, out_dir: str | Path,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Fine-tuning of `base_dir` (all parameters but those `spec["freeze"]` names) on the train split.
+
+    Reproducible from `spec["seed"]`: it seeds the head's initialisation, dropout
+    and the order in which training examples are drawn.
+    """
+    seed = int(spec["seed"])
+    dataset_meta = read_meta(dataset_dir)
+    train = load_split(dataset_dir, "train")
+    validation = load_split(dataset_dir, "validation")
+    steps, batch_size = training_steps(spec, len(train)), int(spec["batch_size"])
+    if len(train) < batch_size:
+        raise ValueError(f"{name}: the train split has {len(train)} examples, fewer than batch_size {batch_size}")
+    tokenizer = load_tokenizer(base_dir)
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base_dir, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id
+    ).to(device)
+    frozen = freeze(model, spec.get("freeze"))
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=float(spec["learning_rate"]),
+        weight_decay=float(spec["weight_decay"]),
+    )
+    schedule = get_linear_schedule_with_warmup(
+        optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps
+    )
+    order = np.random.default_rng(seed)
+    lengths = token_lengths(tokenizer, train, int(spec["max_length"]))
+    group_by_length = bool(spec.get("group_by_length", True))
+    batches: list[np.ndarray] = []
+    log = []
+    model.train()
+    started = time.perf_counter()
+    bar = progress(range(1, steps + 1), unit="step", desc=f"finetune {name}")
+    for step in bar:
+        if not batches:  # a new epoch
+            batches = epoch_batches(lengths, batch_size, order, group_by_length)[::-1]
+        indices = batches.pop()
+        loss = model(**encode_rows(tokenizer, train, indices, int(spec["max_length"]), device)).loss
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        log.append({"step": step, "loss": loss.item(), "learning_rate": schedule.get_last_lr()[0]})
+        bar.set_postfix(loss=f"{log[-1]['loss']:.4f}")
+    bar.close()
+    seconds = time.perf_counter() - started
+    model.eval()
+    scores = evaluate(model, tokenizer, validation, 64, int(spec["max_length"]), device)
+    print(f"{name}: {steps} steps in {seconds:.1f} s; validation "
+          + ", ".join(f"{metric} {value:.4f}" for metric, value in scores.items()))
+
+    with atomic_directory(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
+        meta = {
+            "name": name,
+            "source": "finetune",
+            "spec": spec,
+            "seed": seed,
+            "parent": spec["base"],
+            "dataset": spec["dataset"],
+            "dataset_hash": dataset_meta["content_hash"],
+            **describe_model(model),
+            "steps": steps,
+            "epochs": round(steps * batch_size / len(train), 3),
+            **{f"validation_{metric}": value for metric, value in scores.items()},
+            "frozen_parameters": len(frozen),
+            "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
+            "final_loss": log[-1]["loss"],
+            "train_seconds": round(seconds, 2),
+            "device": describe(device),
+            "content_hash": hash_directory(tmp, skip=("meta.json", "training_log.csv")),
+        }
+        write_json(tmp / "meta.json", meta)
+    return meta

@@ -1,0 +1,1 @@
+"""Stage models: materialise models (hub, local directory, installed package, random init)."""

@@ -1,0 +1,95 @@
+"""Models: materialise every source into one save_pretrained layout.
+
+Sources: `hf` (hub id), `local` (a directory), `package` (a model directory
+shipped inside an installed Python package), `init` (random initialisation of a
+transformers architecture from a config dict and a seed). Fine-tuned models are
+built by :mod:`reprsim.stages.finetune.training` and land in the same layout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+
+from reprsim.io.outputs import atomic_directory, write_json
+from reprsim.io.provenance import hash_directory
+from reprsim.nets.loading import describe_model
+
+
+def locate_package_model(package: str, subdir: str | None = None) -> Path:
+    """The model directory inside installed package `package` (found by its config.json)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"Python package {package!r} is not installed; install it (e.g. pip install "
+            f"{package.replace('_', '-')}) or use another model source"
+        )
+    root = Path(list(spec.submodule_search_locations)[0])
+    if subdir:
+        candidate = root / subdir
+        if not (candidate / "config.json").is_file():
+            raise FileNotFoundError(f"{candidate} has no config.json; check 'subdir'")
+        return candidate
+    found = sorted(p.parent for p in root.rglob("config.json") if (p.parent / "tokenizer_config.json").exists())
+    if not found:
+        raise FileNotFoundError(f"no model directory (config.json + tokenizer) inside package {package!r} at {root}")
+    return found[0]
+
+
+def init_model(architecture: str, overrides: dict, tokenizer, seed: int) -> PreTrainedModel:
+    """A randomly initialised `architecture` whose vocabulary matches `tokenizer`."""
+    fields = {"vocab_size": len(tokenizer), **overrides}
+    if tokenizer.pad_token_id is not None:
+        fields.setdefault("pad_token_id", tokenizer.pad_token_id)
+    try:
+        config = AutoConfig.for_model(architecture, **fields)
+    except ValueError as error:
+        raise ValueError(f"cannot build a {architecture!r} config from {overrides}: {error}") from error
+    torch.manual_seed(seed)
+    return AutoModel.from_config(config)
+
+
+def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    with atomic_directory(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        meta = {**meta, **describe_model(model), "content_hash": hash_directory(tmp)}
+        write_json(tmp / "meta.json", meta)
+    return meta
+
+
+def materialize_model(
+    name: str, spec: dict, out_dir: str | Path, tokenizer_dir: str | Path | None = None
+) -> dict[str, Any]:
+    """Build model `name` from `spec` into `out_dir` (save_pretrained + meta.json)."""
+    source = spec["source"]
+    meta: dict[str, Any] = {"name": name, "source": source, "spec": spec, "seed": None, "parent": None}
+    if source in ("local", "package", "hf"):
+        if source == "local":
+            origin = Path(spec["path"])
+            if not (origin / "config.json").is_file():
+                raise FileNotFoundError(f"models.{name}.path: {origin} is not a save_pretrained directory (no config.json)")
+            kwargs = {}
+        elif source == "package":
+            origin = locate_package_model(spec["package"], spec.get("subdir"))
+            kwargs = {}
+        else:
+            origin, kwargs = spec["id"], {"revision": spec.get("revision")}
+        meta["origin"] = str(origin)
+        model = AutoModel.from_pretrained(origin, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(origin, **kwargs)
+    elif source == "init":
+        if tokenizer_dir is None:
+            raise ValueError(f"model {name!r} (source init) needs the directory of its tokenizer model")
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        model = init_model(spec["architecture"], spec.get("config", {}), tokenizer, int(spec["seed"]))
+        meta.update(seed=int(spec["seed"]), tokenizer_from=spec["tokenizer"])
+    else:
+        raise ValueError(f"materialize_model cannot build source {source!r}; fine-tuned models come from the finetune stage")
+    return _save(model, tokenizer, Path(out_dir), meta)
+
+

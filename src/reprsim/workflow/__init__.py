@@ -1,0 +1,1 @@
+"""Torch-free helpers the Snakemake rules need: code dependencies, results paths, job resources."""

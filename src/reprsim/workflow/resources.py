@@ -1,0 +1,157 @@
+"""Memory (mem_mb, MB) and wall time (runtime, minutes) of the heavy rules, from plain facts.
+
+Pure functions: they take what a job processes -- a model's facts (its meta.json: n_parameters,
+n_layers, hidden_size), row counts (a dataset's meta.json `sizes`), a Zarr store's attributes
+(n_examples, n_layers, hidden_size, split_sizes) -- and the settings from the config, and return
+ints scaled by Snakemake's `attempt`, so each retry (--retries) asks for more. rules/resources.smk
+reads the facts from a job's inputs and calls them. Standard library only: the rules load this
+whenever the DAG is built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from reprsim.workflow.plan import training_steps
+
+MODEL_FLOPS = 1e12  # sustained FLOP/s assumed for a model job on one GPU (a modest one, well below peak)
+CORE_FLOPS = 1e10  # sustained float64 FLOP/s of one core, for the pairwise measures
+MIN_MINUTES = 5  # floor per job: start-up, loading, writing
+
+SYNTHETIC = None  # `b` of the align functions for synthetic recovery: one store, mapped onto itself
+
+
+# ----------------------------------------------------------------- building blocks
+def split_rows(sizes: Mapping[str, int], splits: Iterable[str], cap: int | None = None) -> int:
+    """Rows of `splits` (a dataset's `sizes`; a missing split has none), each split capped at `cap`."""
+    return sum(min(sizes.get(split, 0), cap or sizes.get(split, 0)) for split in splits)
+
+
+def head_train_rows(n_train: int, heads: Mapping | None) -> int:
+    """Train rows the truncation heads learn from: none unless enabled, at most max_train_examples."""
+    heads = heads or {}
+    if not heads.get("enabled", False):
+        return 0
+    return min(n_train, heads.get("max_train_examples") or math.inf)
+
+
+def weights_mb(model: Mapping, copies: int) -> float:
+    """float32 parameters; copies = 4 for training (weights, gradients, two Adam moments)."""
+    return copies * 4 * model["n_parameters"] / 1e6
+
+
+def activations_mb(model: Mapping, batch_size: int, max_length: int, copies: int) -> float:
+    """Hidden states of every layer for one batch."""
+    return copies * 4 * (model["n_layers"] + 1) * batch_size * max_length * model["hidden_size"] / 1e6
+
+
+def minutes(flops: float, rate: float, attempt: int) -> int:
+    """Wall time of `flops` at `rate` FLOP/s, plus the MIN_MINUTES floor, times `attempt`."""
+    return int(math.ceil((MIN_MINUTES + flops / rate / 60) * attempt))
+
+
+# ----------------------------------------------------------------- extract
+def extract_mem_mb(model: Mapping, extraction: Mapping, attempt: int) -> int:
+    """The model twice over and a few copies of one batch's hidden states."""
+    return int((2000 + weights_mb(model, 2) + activations_mb(model, extraction["batch_size"],
+                                                             extraction["max_length"], 3)) * attempt)
+
+
+def extract_runtime(model: Mapping, rows: int, extraction: Mapping, attempt: int) -> int:
+    """A forward pass (2 FLOPs per parameter per token) over `rows` rows of max_length tokens."""
+    tokens = rows * extraction["max_length"]
+    return minutes(2 * model["n_parameters"] * tokens, MODEL_FLOPS, attempt)
+
+
+# ----------------------------------------------------------------- finetune
+def finetune_mem_mb(base: Mapping, spec: Mapping, attempt: int) -> int:
+    """Training state of the base model (4 copies) and the activations kept for backward."""
+    return int((2500 + weights_mb(base, 4) + activations_mb(base, spec["batch_size"], spec["max_length"], 12))
+               * attempt)
+
+
+def finetune_runtime(base: Mapping, spec: Mapping, n_train: int, n_validation: int, attempt: int) -> int:
+    """Training steps (6 FLOPs per parameter per token) and an evaluation pass over validation."""
+    tokens = training_steps(spec, n_train) * spec["batch_size"] * spec["max_length"]
+    evaluation = n_validation * spec["max_length"]
+    return minutes(base["n_parameters"] * (6 * tokens + 2 * evaluation), MODEL_FLOPS, attempt)
+
+
+# ----------------------------------------------------------------- truncation and skip
+def evaluation_mem_mb(model: Mapping, rows: int, head_train: int, max_length: int, batch_size: int,
+                      attempt: int) -> int:
+    """Truncation and skip: the fine-tuned model (and for truncation heads, its base), one batch of
+    activations, and every layer's head inputs of the rows the heads train (`head_train`) and score
+    on (`rows`, the evaluation split)."""
+    head_inputs = 2 * 4 * (model["n_layers"] + 1) * (rows + head_train) * model["hidden_size"] / 1e6
+    return int((2000 + weights_mb(model, 2) + activations_mb(model, batch_size, max_length, 3) + head_inputs)
+               * attempt)
+
+
+def truncation_runtime(model: Mapping, rows: int, head_train: int, max_length: int, attempt: int) -> int:
+    """Forward passes over the evaluation rows; with heads, also TUNED and TUNEDORIG features."""
+    passes = rows + 2 * (rows + head_train) if head_train else rows
+    return minutes(2 * model["n_parameters"] * passes * max_length, MODEL_FLOPS, attempt)
+
+
+def skip_runtime(model: Mapping, rows: int, max_length: int, attempt: int) -> int:
+    """A forward pass over the evaluation rows per skipped span of blocks (and one with none skipped)."""
+    spans = 1 + model["n_layers"] * (model["n_layers"] + 1) // 2
+    return minutes(2 * model["n_parameters"] * rows * spans * max_length, MODEL_FLOPS, attempt)
+
+
+# ----------------------------------------------------------------- compare
+def pair_sizes(a: Mapping, b: Mapping, split: str) -> tuple[int, int, list[int]]:
+    """(rows in the stores, rows compared, summed layer widths of a and of b) from two stores' attributes."""
+    compared = a["split_sizes"].get(split, 0)
+    widths = [(s["n_layers"] + 1) * s["hidden_size"] for s in (a, b)]
+    return max(a["n_examples"], b["n_examples"]), compared, widths
+
+
+def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int) -> int:
+    """Both models' pooled rows in float64 (a few copies) and a few Gram matrices."""
+    rows, compared, widths = pair_sizes(a, b, split)
+    return int((2000 + 3 * 8 * rows * sum(widths) / 1e6 + 4 * 8 * compared ** 2 / 1e6) * attempt)
+
+
+def compare_runtime(a: Mapping, b: Mapping, split: str, measures: Mapping[str, Mapping], attempt: int) -> int:
+    """Every measure for every layer pair of the compared rows (a null costs about a tenth of a
+    measure per permutation)."""
+    _, compared, widths = pair_sizes(a, b, split)
+    cost = sum(1 + spec.get("null_permutations", 0) / 10 for spec in measures.values())
+    flops = 2 * compared * widths[0] * widths[1] * cost
+    return minutes(flops, CORE_FLOPS, attempt)
+
+
+# ----------------------------------------------------------------- align
+def aligner_passes(align: Mapping) -> int:
+    """Passes over the fit rows, summed over the configured aligners: a trained network's epochs
+    (100 when not given), a few for the closed-form ones."""
+    return sum(spec.get("params", {}).get("epochs", 100) if spec["aligner"] in ("inn", "mlp") else 3
+               for spec in align.get("aligners", {}).values())
+
+
+def align_mem_mb(a: Mapping, b: Mapping | None, split: str, attempt: int) -> int:
+    """Aligners and injection: both models' pooled rows, like a pair job. `b` None (SYNTHETIC):
+    synthetic recovery, store `a` mapped onto itself."""
+    if b is SYNTHETIC:
+        return int((2000 + 3 * 8 * a["n_examples"] * 2 * a["hidden_size"] / 1e6) * attempt)
+    return compare_mem_mb(a, b, split, attempt)
+
+
+def align_runtime(a: Mapping, b: Mapping | None, align: Mapping, attempt: int) -> int:
+    """Every aligner fit on every aligned layer pair, a dense network's cost per pass (both
+    directions). `b` None (SYNTHETIC): synthetic recovery, one fit per map seed and layer of `a`."""
+    if b is SYNTHETIC:
+        stores = [a, a]
+        synthetic = align["synthetic"]
+        layer_pairs = len(synthetic.get("map_seeds", [0])) * len(synthetic.get("layers", [-1]))
+    else:
+        stores = [a, b]
+        depths = [s["n_layers"] + 1 for s in stores]
+        layer_pairs = depths[0] * depths[1] if align.get("layers") == "all" else max(depths)
+    rows = max(s["n_examples"] for s in stores)
+    width = sum(s["hidden_size"] for s in stores)
+    flops = 2 * 6 * rows * width ** 2 * layer_pairs * aligner_passes(align)
+    return minutes(flops, MODEL_FLOPS, attempt)

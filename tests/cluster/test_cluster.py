@@ -1,0 +1,385 @@
+"""Cluster execution: the SLURM profile, device selection inside jobs, and a real single-node SLURM.
+
+Without a cluster: every rule that declares a GPU is routed to the GPU partition by
+profiles/slurm; the profile's site values come from the environment; Snakemake loads the
+profile and assigns partitions (a dry run); `device: auto` uses the GPU a SLURM job was
+allocated and the CPU otherwise.
+
+With a cluster: tests/cluster/slurm.sh starts SLURM on this machine from Debian's packages
+(root; `cpu` and `gpu` partitions, one fake GPU); the tiny configuration runs with
+--workflow-profile profiles/slurm. SLURM's own records (scontrol keeps finished jobs for
+MinJobAge) show every GPU rule in the gpu partition with a GPU allocated and every other job
+in the cpu partition; the outputs equal a local run's; a job cancelled with scancel while it
+runs is retried and leaves no corrupt output; a second invocation has nothing to do. The
+cluster is stopped at the end. Where this machine cannot run SLURM (not root, no packages to
+install, daemons that do not start) those tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import REPO, TINY, copy_workflow, snakemake
+
+from reprsim.io.device import resolve_device
+from reprsim.io.store import open_store
+
+SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"
+PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
+SITE_VARIABLES = ("REPRSIM_SLURM_CPU_PARTITION", "REPRSIM_SLURM_GPU_PARTITION", "REPRSIM_SLURM_ACCOUNT")
+# the job cancelled mid-run: the first GPU job, minilm's extraction, whose store every pair table reads
+CANCELLED_RULE = "extract_activations"
+CANCELLED_LOG = "results/logs/activations/tiny/minilm.log"
+NO_PLUGIN = "the SLURM executor plugin (pip install -e '.[cluster]') is not installed"
+
+
+# ----------------------------------------------------------------------------- helpers
+def rule_blocks() -> dict[str, str]:
+    """Rule name -> its text, for every rule in rules/*.smk."""
+    blocks = {}
+    for smk in sorted((REPO / "rules").glob("*.smk")):
+        for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
+            blocks[block.split(":", 1)[0]] = block
+    return blocks
+
+
+def gpu_rules() -> dict[str, int]:
+    """Rule -> GPUs, for every rule whose resources declare gpu."""
+    found = {}
+    for name, block in rule_blocks().items():
+        resources = re.search(r"^    resources:\n((?:^        .*\n)+)", block, re.M)
+        gpu = resources and re.search(r"^\s+gpu\s*=\s*(\d+)", resources.group(1), re.M)
+        if gpu:
+            found[name] = int(gpu.group(1))
+    return found
+
+
+def load_profile() -> dict:
+    """The profile as Snakemake reads it (a YTE template, evaluated in this environment)."""
+    import yte
+
+    with open(PROFILE) as handle:
+        return yte.process_yaml(handle, require_use_yte=True)
+
+
+def resource_value(text):
+    """A resource as Snakemake evaluates a profile value: a Python literal, or else the string."""
+    try:
+        return ast.literal_eval(str(text))
+    except (ValueError, SyntaxError):
+        return str(text)
+
+
+def site_environment() -> dict[str, str]:
+    """This environment without site overrides: the profile's default partitions (cpu, gpu)."""
+    return {k: v for k, v in os.environ.items() if k not in SITE_VARIABLES}
+
+
+# ------------------------------------------------------------------ the profile, no cluster
+def test_every_gpu_rule_is_routed_to_the_gpu_partition(monkeypatch):
+    for name in SITE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    declared = gpu_rules()
+    assert {"extract_activations", "finetune_model", "truncation", "skip"} <= set(declared)
+    routed = load_profile()["set-resources"]
+    for rule, gpus in declared.items():
+        assert rule in routed, (f"rule {rule} declares gpu={gpus}: give it a set-resources entry in "
+                                f"profiles/slurm/config.yaml (gpu: {gpus}, slurm_partition: the GPU partition)")
+        assert resource_value(routed[rule]["gpu"]) == gpus
+        assert resource_value(routed[rule]["slurm_partition"]) == "gpu"
+    stale = {rule for rule, resources in routed.items() if "gpu" in resources and rule not in declared}
+    assert not stale, f"set-resources routes rules that are not GPU rules (or no longer exist): {stale}"
+
+
+def test_profile_site_values_come_from_the_environment(monkeypatch):
+    for name in SITE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    profile = load_profile()
+    assert profile["executor"] == "slurm"
+    assert resource_value(profile["default-resources"]["slurm_partition"]) == "cpu"
+    assert "slurm_account" not in profile["default-resources"] and profile["slurm-no-account"] is True
+    assert "--gres" not in json.dumps(profile)  # the plugin rejects it; GPUs are `gpu` resources
+
+    monkeypatch.setenv("REPRSIM_SLURM_CPU_PARTITION", "batch")
+    monkeypatch.setenv("REPRSIM_SLURM_GPU_PARTITION", "a100")
+    monkeypatch.setenv("REPRSIM_SLURM_ACCOUNT", "proj-42")
+    profile = load_profile()
+    assert resource_value(profile["default-resources"]["slurm_partition"]) == "batch"
+    assert resource_value(profile["default-resources"]["slurm_account"]) == "proj-42"
+    assert profile["slurm-no-account"] is False
+    assert {resource_value(r["slurm_partition"]) for r in profile["set-resources"].values()} == {"a100"}
+
+
+def dry_run_jobs(output: str) -> list[dict]:
+    """Rule, resources and group (None outside group jobs) of every job a dry run lists."""
+    jobs, group = [], None
+    for line in output.splitlines():
+        if re.search(r"Group job (\w+) ", line):
+            group = re.search(r"Group job (\w+) ", line).group(1)
+        elif re.match(r"^(\s*)(?:local)?rule (\w+):$", line):
+            indent, rule = re.match(r"^(\s*)(?:local)?rule (\w+):$", line).groups()
+            group = group if indent else None
+            jobs.append({"rule": rule, "group": group, "resources": {}})
+        elif jobs and line.strip().startswith("resources: "):
+            items = line.strip()[len("resources: "):].split(", ")
+            jobs[-1]["resources"] = dict(item.split("=", 1) for item in items)
+    return jobs
+
+
+def test_snakemake_loads_the_profile_and_assigns_partitions(tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason=NO_PLUGIN)
+    root = copy_workflow(tmp_path / "workflow")
+    shutil.copy(TINY, root / "tiny.yaml")
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory", str(root),
+               "--workflow-profile", str(root / "profiles" / "slurm"), "--configfile", "tiny.yaml", "--dry-run"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=site_environment())
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert "profiles/slurm" in output
+    jobs = [job for job in dry_run_jobs(output) if job["rule"] != "all"]
+    assert {job["rule"] for job in jobs} >= {"extract_activations", "finetune_model", "compare_pair", "report"}
+    groups = load_profile()["groups"]
+    for job in jobs:
+        if job["rule"] in gpu_rules():
+            assert job["resources"]["slurm_partition"] == "gpu" and job["resources"]["gpu"] == "1", job
+        else:
+            assert job["resources"]["slurm_partition"] == "cpu" and "gpu" not in job["resources"], job
+        assert job["group"] == groups.get(job["rule"]), job  # pairwise jobs and figures batched
+        assert job["resources"]["runtime"] == "<TBD>" or int(job["resources"]["runtime"]) > 0
+
+
+# ----------------------------------------------------------------- device selection in jobs
+@pytest.mark.parametrize("slurm_job, visible, cuda_present, expected", [
+    (False, None, False, "cpu"),     # a laptop
+    (False, None, True, "cuda"),     # a workstation with a GPU
+    (True, "0", True, "cuda"),       # a SLURM job allocated a GPU: torch's cuda:0 is that GPU
+    (True, None, True, "cpu"),       # a SLURM job allocated none, on a GPU node: not someone else's GPU
+    (True, "0", False, "cpu"),       # allocated a (fake) GPU, CPU-only torch
+])
+def test_auto_device_uses_the_gpu_slurm_allocated(monkeypatch, slurm_job, visible, cuda_present, expected):
+    for name in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    if slurm_job:
+        monkeypatch.setenv("SLURM_JOB_ID", "42")
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_present)
+    assert resolve_device("auto").type == expected
+    assert resolve_device("cpu").type == "cpu"
+
+
+# ----------------------------------------------------------------------------- the cluster
+def run_script(action: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SLURM_SH), action], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A running single-node SLURM for this module; stopped at its end."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the cluster test starts SLURM from Debian packages; this is not Linux")
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason=NO_PLUGIN)
+    if os.geteuid() != 0:
+        pytest.skip("the cluster test starts SLURM daemons (slurmctld, slurmd, munged) and needs root")
+    if not shutil.which("slurmctld") and not shutil.which("apt-get"):
+        pytest.skip("SLURM is not installed and apt-get is not available to install slurm-wlm and munge")
+    started = time.monotonic()
+    result = run_script("start", timeout=900)
+    if result.returncode != 0:
+        run_script("stop", timeout=120)
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"this machine cannot run a single-node SLURM (tests/cluster/slurm.sh start: {reason})")
+    print(f"\nSLURM started in {time.monotonic() - started:.1f} s")
+    try:
+        yield
+    finally:
+        run_script("stop", timeout=120)
+
+
+def slurm_jobs(job_name: str) -> list[dict]:
+    """Every job SLURM remembers with this name (the executor's run id), detailed (-d: GRES per node)."""
+    output = subprocess.run(["scontrol", "-d", "-o", "show", "job"], capture_output=True, text=True,
+                            check=True).stdout
+    jobs = []
+    for line in output.splitlines():
+        fields = dict(re.findall(r"(\S+?)=(\S*)", line))
+        if fields.get("JobName") == job_name:
+            jobs.append(fields | {"line": line})
+    return sorted(jobs, key=lambda job: int(job["JobId"]))
+
+
+def job_rules(comment: str) -> tuple[str | None, list[str]]:
+    """(group or None, the rules a SLURM job ran) from the comment the executor gives it:
+    rule_<rule>[_wildcards_<...>], or rule_<group>_<its rules, sorted, at most 5 then ...>."""
+    rules = sorted(rule_blocks(), key=len, reverse=True)
+    assert comment.startswith("rule_"), comment
+    rest = comment[len("rule_"):]
+    for group in sorted(set(load_profile()["groups"].values()), key=len, reverse=True):
+        if rest.startswith(f"{group}_"):
+            members, rest = [], rest[len(group) + 1:]
+            while rest and rest != "...":
+                name = next((r for r in rules if rest == r or rest.startswith(f"{r}_")), None)
+                assert name, f"cannot read the rules of group job {comment!r}"
+                members.append(name)
+                rest = rest[len(name) + 1:]
+            return group, members
+    name = next((r for r in rules if rest == r or rest.startswith(f"{r}_wildcards_")), None)
+    assert name, f"unknown job comment {comment!r}"
+    return None, [name]
+
+
+def gpu_allocated(job: dict) -> bool:
+    return bool(re.search(r"\bGRES=gpu:1\(IDX:\d+\)|\bJOB_GRES=gpu:1\b", job["line"]))
+
+
+def cluster_command(root: Path) -> list[str]:
+    """The README's cluster command on a copy of the workflow, tuned to a one-node cluster's pace:
+    status checks every few seconds rather than 20, and batches of 5 pairs rather than 20, so
+    that batches run side by side on the node's two CPUs."""
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory", str(root),
+            "--workflow-profile", str(root / "profiles" / "slurm"), "--configfile", "tiny.yaml",
+            "--slurm-init-seconds-before-status-checks", "2", "--group-components", "pairs=5", "align=20"]
+
+
+def cancel_while_running(root: Path, process: subprocess.Popen, deadline: float) -> str:
+    """scancel the GPU job extracting minilm's activations once its script has started (its log
+    exists); its SLURM job id. The node has one GPU, so that job is the one GPU job running."""
+    while time.monotonic() < deadline and process.poll() is None:
+        if (root / CANCELLED_LOG).exists():
+            queue = subprocess.run(["squeue", "-h", "-p", "gpu", "-t", "RUNNING", "-o", "%i %k"],
+                                   capture_output=True, text=True).stdout.split()
+            if len(queue) == 2 and CANCELLED_RULE in job_rules(queue[1])[1]:
+                subprocess.run(["scancel", queue[0]], check=True)
+                return queue[0]
+        time.sleep(0.2)
+    raise AssertionError("the job to cancel never ran (or the run ended first)")
+
+
+@pytest.fixture(scope="module")
+def cluster_run(slurm, tmp_path_factory):
+    """The tiny configuration on SLURM, one of its jobs cancelled mid-run; (workflow copy, run id, cancelled job)."""
+    root = copy_workflow(tmp_path_factory.mktemp("cluster"))
+    shutil.copy(TINY, root / "tiny.yaml")
+    log_path = root / "snakemake-cluster.log"
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(cluster_command(root), cwd=root, env=site_environment(), stdout=log,
+                                   stderr=subprocess.STDOUT, text=True)
+        try:
+            cancelled = cancel_while_running(root, process, deadline=started + 900)
+            process.wait(timeout=max(60.0, started + 1500 - time.monotonic()))
+        except BaseException:
+            process.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs
+            process.wait(timeout=120)
+            raise
+    output = log_path.read_text()
+    assert process.returncode == 0, f"the cluster run failed:\n{output[-6000:]}"
+    print(f"\ncluster run of the tiny configuration: {time.monotonic() - started:.1f} s")
+    run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
+    return root, run_id, cancelled, output
+
+
+@pytest.mark.cluster
+def test_gpu_rules_ran_in_the_gpu_partition_with_a_gpu(cluster_run):
+    root, run_id, _, output = cluster_run
+    jobs = slurm_jobs(run_id)
+    ran: dict[str, list[str]] = {}
+    groups = set()
+    for job in jobs:
+        group, rules = job_rules(job["Comment"])
+        groups.add(group)
+        for rule in rules:
+            ran.setdefault(rule, []).append(job["JobId"])
+        gpu = {rule in gpu_rules() for rule in rules}
+        assert len(gpu) == 1, f"a job mixes GPU and CPU rules: {job['Comment']}"
+        if gpu == {True}:
+            assert job["Partition"] == "gpu", job["line"]
+            assert gpu_allocated(job), f"no GPU allocated to job {job['JobId']} ({job['Comment']}): {job['line']}"
+        else:
+            assert job["Partition"] == "cpu", job["line"]
+            assert not gpu_allocated(job) and "gres:gpu" not in job["line"], job["line"]
+        assert job["JobState"] in ("COMPLETED", "CANCELLED"), job["line"]
+    # every GPU rule of the tiny configuration ran, and every rule that ran is accounted for
+    expected = {rule for rule in gpu_rules() if re.search(rf"^\s*(?:local)?rule {rule}:", output, re.M)}
+    assert {"extract_activations", "finetune_model", "truncation", "skip"} <= expected <= set(ran)
+    assert {"compare_pair", "pair_heatmap", "aggregate_pairs"} <= set(ran)
+    assert {"pairs", "summary", "gpu"} <= groups
+    # the pairwise jobs were batched: fewer submissions than pairs
+    pair_jobs = {job for job in ran["compare_pair"]}
+    assert len(pair_jobs) < output.count("rule compare_pair:")
+
+
+@pytest.mark.cluster
+def test_cancelled_job_was_retried_without_corrupt_output(cluster_run, workflow):
+    root, run_id, cancelled, output = cluster_run
+    jobs = {job["JobId"]: job for job in slurm_jobs(run_id)}
+    assert jobs[cancelled]["JobState"] == "CANCELLED"
+    retried = [job for job in jobs.values() if int(job["JobId"]) > int(cancelled)
+               and job["Comment"] == jobs[cancelled]["Comment"] and job["JobState"] == "COMPLETED"]
+    assert retried, "the cancelled job was not submitted again"
+    assert "Trying to restart job" in output
+    store = open_store(root / "results" / "activations" / "tiny" / "minilm.zarr")
+    reference = open_store(workflow / "results" / "activations" / "tiny" / "minilm.zarr")
+    assert store.attrs["n_examples"] == reference.attrs["n_examples"]
+    np.testing.assert_allclose(store["pooled/mean"][:], reference["pooled/mean"][:], rtol=1e-4, atol=1e-4)
+    # the interrupted attempt left nothing that could pass for an output
+    leftovers = sorted(str(p.relative_to(root)) for p in (root / "results").rglob("*") if ".tmp-" in p.name)
+    assert not leftovers, leftovers
+
+
+def compare_tables(path_a: Path, path_b: Path) -> None:
+    a, b = pd.read_parquet(path_a), pd.read_parquet(path_b)
+    assert list(a.columns) == list(b.columns) and len(a) == len(b), path_a
+    numeric = [c for c in a.columns if pd.api.types.is_numeric_dtype(a[c])]
+    keys = [c for c in a.columns if c not in numeric and c != "meta"]
+    a, b = a.sort_values(keys + numeric).reset_index(drop=True), b.sort_values(keys + numeric).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a[keys], b[keys])
+    for column in numeric:
+        np.testing.assert_allclose(a[column].to_numpy(float), b[column].to_numpy(float), rtol=1e-5, atol=1e-6,
+                                   equal_nan=True, err_msg=f"{path_a}: {column}")
+
+
+@pytest.mark.cluster
+def test_outputs_equal_a_local_run(cluster_run, workflow):
+    root = cluster_run[0]
+    compared = [p.relative_to(workflow) for pattern in ("pairs/**/*.parquet", "finetune/*/*.parquet")
+                for p in (workflow / "results").glob(pattern)]
+    assert {"truncation.parquet", "skip.parquet"} <= {p.name for p in compared} and len(compared) >= 3
+    for table in compared:
+        compare_tables(root / table, workflow / table)
+    stores = [p.relative_to(workflow) for p in (workflow / "results" / "activations").glob("*/*.zarr")]
+    assert len(stores) >= 2
+    for path in stores:
+        store, reference = open_store(root / path), open_store(workflow / path)
+        assert store.attrs["device"] == reference.attrs["device"] == "cpu"  # the fake GPU is no CUDA device
+        for name in ("pooled/mean", "pooled/cls", "tokens/hidden"):  # float32 activations of O(1)
+            np.testing.assert_allclose(store[name][:], reference[name][:], rtol=1e-4, atol=1e-4, err_msg=str(path))
+    meta = json.loads((root / "results" / "models" / "tiny-ft-s1" / "meta.json").read_text())
+    assert meta["device"] == "cpu"
+    assert (root / "results" / "report" / "index.html").stat().st_size > 10_000
+
+
+@pytest.mark.cluster
+def test_second_invocation_has_nothing_to_do(cluster_run):
+    root, run_id, _, _ = cluster_run
+    before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
+    result = subprocess.run(cluster_command(root), cwd=root, env=site_environment(), capture_output=True, text=True,
+                            timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Nothing to be done" in output, output[-3000:]
+    assert "submitted with SLURM jobid" not in output
+    assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before

@@ -1,0 +1,141 @@
+"""Datasets: built-in generator, local files (incl. the real GLUE files), prepared layout."""
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import SHARED_GLUE
+
+from reprsim.io.datasets import load_split, read_meta
+from reprsim.stages.data.prepare import SPLITS, generate_builtin, prepare_dataset
+
+
+def test_builtin_is_deterministic_and_seeded():
+    a, b, c = generate_builtin(200, 1), generate_builtin(200, 1), generate_builtin(200, 2)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(c)
+    assert set(a["label"]) == {0, 1}
+    assert 0.3 < a["label"].mean() < 0.7
+
+
+def test_builtin_label_follows_negation():
+    frame = generate_builtin(300, 0)
+    negated = frame["text"].str.contains(r"\bnot\b")
+    # a positive adjective under negation is a negative example and vice versa
+    assert frame.loc[negated & frame["text"].str.contains("wonderful"), "label"].eq(0).all()
+    assert frame.loc[~negated & frame["text"].str.contains("wonderful"), "label"].eq(1).all()
+
+
+def test_prepare_builtin_layout(tmp_path):
+    meta = prepare_dataset("synth", {"source": "builtin", "n_examples": 100, "seed": 0,
+                                     "split_fractions": {"validation": 0.2, "test": 0.2}}, tmp_path / "synth")
+    assert meta["sizes"] == {"train": 60, "validation": 20, "test": 20}
+    assert read_meta(tmp_path / "synth") == json.loads(json.dumps(meta))
+    for split in SPLITS:
+        frame = load_split(tmp_path / "synth", split)
+        assert list(frame.columns) == ["text", "text_pair", "label"]
+        assert frame["label"].dtype == "int64"
+    again = prepare_dataset("synth", {"source": "builtin", "n_examples": 100, "seed": 0,
+                                      "split_fractions": {"validation": 0.2, "test": 0.2}}, tmp_path / "again")
+    assert again["content_hash"] == meta["content_hash"]
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_local_formats_and_pairs(tmp_path, fmt):
+    frame = pd.DataFrame({
+        "premise": [f"premise {i}" for i in range(40)],
+        "hypothesis": [f"hypothesis {i}" for i in range(40)],
+        "gold": ["entailment" if i % 3 else "not_entailment" for i in range(40)],
+    })
+    path = tmp_path / f"train.{fmt}"
+    if fmt == "csv":
+        frame.to_csv(path, index=False)
+    elif fmt == "tsv":
+        frame.to_csv(path, sep="\t", index=False)
+    elif fmt == "jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    else:
+        frame.to_parquet(path)
+    spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": path.name},
+            "columns": {"text": "premise", "text_pair": "hypothesis", "label": "gold"}, "seed": 0,
+            "split_fractions": {"validation": 0.25, "test": 0.25}}
+    meta = prepare_dataset("pairs", spec, tmp_path / "out")
+    assert meta["task"] == "pair"
+    assert meta["label_names"] == ["entailment", "not_entailment"]
+    assert sum(meta["sizes"].values()) == 40
+    train = load_split(tmp_path / "out", "train")
+    assert train["text_pair"].str.startswith("hypothesis").all()
+
+
+def test_local_missing_column_is_named(tmp_path):
+    pd.DataFrame({"sentence": ["a", "b"], "label": [0, 1]}).to_csv(tmp_path / "t.csv", index=False)
+    spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": "t.csv"},
+            "columns": {"text": "sentense", "label": "label"}}
+    with pytest.raises(KeyError, match="sentense"):
+        prepare_dataset("bad", spec, tmp_path / "out")
+
+
+def test_local_missing_file_is_named(tmp_path):
+    spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": "absent.tsv"},
+            "columns": {"text": "sentence", "label": "label"}}
+    with pytest.raises(FileNotFoundError, match="absent.tsv"):
+        prepare_dataset("bad", spec, tmp_path / "out")
+
+
+glue = pytest.mark.skipif(not SHARED_GLUE.is_dir(), reason=f"shared GLUE files not found at {SHARED_GLUE}")
+
+
+@glue
+def test_sst2_through_local_source(tmp_path):
+    spec = {"source": "local", "data_root": str(SHARED_GLUE / "sst2"),
+            "files": {"train": "train.tsv", "validation": "validation.tsv"},
+            "columns": {"text": "sentence", "label": "label"}, "max_examples": 500, "seed": 0,
+            "split_fractions": {"test": 0.1}}
+    meta = prepare_dataset("sst2", spec, tmp_path / "sst2")
+    assert meta["task"] == "single"
+    assert meta["label_names"] == ["0", "1"]
+    assert meta["sizes"]["validation"] == 500 and meta["sizes"]["train"] == 500
+    validation = load_split(tmp_path / "sst2", "validation")
+    assert validation["text"].str.len().min() > 0
+    assert set(validation["label"]) == {0, 1}
+
+
+@glue
+def test_rte_pairs_and_headerless_cola(tmp_path):
+    rte = prepare_dataset("rte", {
+        "source": "local", "data_root": str(SHARED_GLUE / "rte"),
+        "files": {"train": "train.tsv", "validation": "validation.tsv"},
+        "columns": {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+        "split_fractions": {"test": 0.1}}, tmp_path / "rte")
+    assert rte["task"] == "pair" and rte["sizes"]["validation"] == 277
+    cola = prepare_dataset("cola", {
+        "source": "local", "data_root": str(SHARED_GLUE / "cola"),
+        "files": {"train": "train.tsv", "validation": "validation.tsv"},
+        "column_names": ["source", "label", "original_label", "sentence"],
+        "columns": {"text": "sentence", "label": "label"}, "split_fractions": {"test": 0.1}}, tmp_path / "cola")
+    assert cola["sizes"]["validation"] == 1043 and cola["n_labels"] == 2
+
+
+def test_hf_source_maps_splits_and_columns(tmp_path, monkeypatch):
+    """The hub path, with the download replaced by an in-memory dataset (no network here)."""
+    import datasets
+
+    calls = []
+    tables = {
+        "train": pd.DataFrame({"sentence": [f"train {i}" for i in range(30)], "label": [i % 2 for i in range(30)]}),
+        "validation": pd.DataFrame({"sentence": ["val a", "val b"], "label": [0, 1]}),
+    }
+
+    def fake_load_dataset(path, name=None, split=None, revision=None):
+        calls.append((path, name, split, revision))
+        return datasets.Dataset.from_pandas(tables[split])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    spec = {"source": "hf", "id": "glue", "config": "sst2", "revision": "abc",
+            "splits": {"train": "train", "validation": "validation"},
+            "columns": {"text": "sentence", "label": "label"}, "seed": 0, "split_fractions": {"test": 0.2}}
+    meta = prepare_dataset("sst2", spec, tmp_path / "sst2")
+    assert sorted(calls) == [("glue", "sst2", "train", "abc"), ("glue", "sst2", "validation", "abc")]
+    assert meta["sizes"] == {"train": 24, "validation": 2, "test": 6}
+    assert load_split(tmp_path / "sst2", "validation")["text"].tolist() == ["val a", "val b"]

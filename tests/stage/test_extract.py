@@ -1,0 +1,128 @@
+"""Extraction: store layout and shapes, pooling definitions, token offsets, atomic writes."""
+
+import numpy as np
+import pytest
+import torch
+
+from reprsim.io.store import open_store, pooled_rows
+from reprsim.nets.loading import load_encoder, load_tokenizer
+from reprsim.stages.extract.activations import extract_activations
+
+
+@pytest.fixture(scope="module", params=["bert", "gpt2"])
+def extracted(request, tiny_models, tiny_dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("stores") / f"{request.param}.zarr"
+    extract_activations(tiny_models[request.param], tiny_dataset, out, splits=["train", "validation", "test"],
+                        batch_size=7, max_length=24, chunk_rows=16, chunk_tokens=50,
+                        provenance={"model": request.param, "dataset": "tiny"})
+    return request.param, tiny_models[request.param], out
+
+
+def test_shapes_and_attrs(extracted):
+    family, model_dir, path = extracted
+    store = open_store(path)
+    layers = {"bert": 3, "gpt2": 4}[family]
+    for pooling in ("mean", "cls", "last"):
+        assert store[f"pooled/{pooling}"].shape == (layers, 80, 32)
+        assert np.isfinite(store[f"pooled/{pooling}"][:]).all()
+    offsets = store["tokens/offsets"][:]
+    assert offsets[0] == 0 and len(offsets) == 81 and np.all(np.diff(offsets) > 0)
+    assert store["tokens/hidden"].shape == (layers, offsets[-1], 32)
+    assert store["tokens/input_ids"].shape == store["tokens/word_ids"].shape == (offsets[-1],)
+    assert store.attrs["model"] == family and store.attrs["split_sizes"] == {"train": 40, "validation": 20, "test": 20}
+    assert store["pooled/mean"].chunks == (1, 16, 32)
+    assert not list(path.parent.glob("*.tmp-*"))
+
+
+def test_poolings_match_their_definitions(extracted):
+    """mean excludes padding, cls is the first token, last is the last non-padding token."""
+    family, model_dir, path = extracted
+    store = open_store(path)
+    tokens, offsets = store["tokens/hidden"][:], store["tokens/offsets"][:]
+    for i in (0, 13, 79):
+        own = tokens[:, offsets[i]:offsets[i + 1]]
+        np.testing.assert_allclose(store["pooled/mean"][:, i], own.mean(axis=1), atol=1e-5)
+        np.testing.assert_allclose(store["pooled/cls"][:, i], own[:, 0], atol=1e-6)
+        np.testing.assert_allclose(store["pooled/last"][:, i], own[:, -1], atol=1e-6)
+
+
+def test_batching_does_not_change_values(extracted, tiny_dataset):
+    """An example alone (no padding) gives the hidden states stored from a padded batch."""
+    family, model_dir, path = extracted
+    store = open_store(path)
+    tokenizer, model = load_tokenizer(model_dir), load_encoder(model_dir, torch.device("cpu"))
+    offsets = store["tokens/offsets"][:]
+    i = int(np.argmin(np.diff(offsets)))  # the shortest example was padded in its batch
+    ids = store["tokens/input_ids"][offsets[i]:offsets[i + 1]]
+    with torch.no_grad():
+        hidden = model(input_ids=torch.as_tensor(ids)[None], output_hidden_states=True).hidden_states
+    alone = torch.stack(hidden)[:, 0].numpy()
+    np.testing.assert_allclose(store["tokens/hidden"][:, offsets[i]:offsets[i + 1]], alone, atol=1e-5)
+
+
+def test_split_rows(extracted):
+    _, _, path = extracted
+    store = open_store(path)
+    assert pooled_rows(store, "mean", "test").shape[1] == 20
+    with pytest.raises(KeyError, match="nope"):
+        pooled_rows(store, "mean", "nope")
+
+
+def test_float16_storage(tiny_models, tiny_dataset, tmp_path):
+    extract_activations(tiny_models["bert"], tiny_dataset, tmp_path / "h.zarr", splits=["test"],
+                        dtype="float16", tokens=False, poolings=["mean"])
+    store = open_store(tmp_path / "h.zarr")
+    assert store["pooled/mean"].dtype == np.float16 and "tokens" not in store
+
+
+def test_interrupted_extraction_leaves_no_store(tiny_models, tiny_dataset, tmp_path, monkeypatch):
+    """A job that dies mid-way leaves neither a finished-looking store nor its temporary."""
+    import reprsim.stages.extract.activations as extract
+
+    calls = {"n": 0}
+    real_pool = extract.pool
+
+    def dying_pool(hidden, mask):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_pool(hidden, mask)
+
+    monkeypatch.setattr(extract, "pool", dying_pool)
+    with pytest.raises(KeyboardInterrupt):
+        extract_activations(tiny_models["bert"], tiny_dataset, tmp_path / "x.zarr", splits=["train"], batch_size=4)
+    assert calls["n"] == 3
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_token_minibatch_cka_streams_to_the_in_memory_value(extracted, tiny_models, tiny_dataset, tmp_path):
+    """Streaming from the stores gives exactly minibatch CKA on the same token rows in memory."""
+    from reprsim.metrics.cka import minibatch_cka_layers
+    from reprsim.stages.compare.tokens import token_minibatch_cka
+
+    family, model_dir, path = extracted
+    other = tmp_path / "other.zarr"
+    extract_activations(tiny_models["bert"], tiny_dataset, other, splits=["train", "validation", "test"],
+                        batch_size=5, max_length=24, chunk_tokens=37)
+    # both tiny models borrow MiniLM's tokenizer, so their token rows correspond
+    streamed, meta = token_minibatch_cka(path, other, batch_size=64)
+    a, b = open_store(path)["tokens/hidden"][:], open_store(other)["tokens/hidden"][:]
+    expected, _ = minibatch_cka_layers(a, b, batch_size=64)
+    np.testing.assert_allclose(streamed, expected.numpy(), atol=1e-10)
+    assert meta["n_batches"] == a.shape[1] // 64
+
+
+def test_token_cka_refuses_different_tokenisations(extracted, tmp_path):
+    import shutil
+
+    import zarr
+
+    from reprsim.stages.compare.tokens import token_minibatch_cka
+
+    _, _, path = extracted
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(path, copy)
+    ids = zarr.open_group(copy, mode="r+")["tokens/input_ids"]
+    ids[0] = ids[0] + 1
+    with pytest.raises(ValueError, match="tokenised the inputs differently"):
+        token_minibatch_cka(path, copy, batch_size=16)

@@ -1,0 +1,81 @@
+"""The package layout's rule: a stage imports the libraries, never another stage; the libraries
+import no stage; the workflow helpers the rules load whenever the DAG is built stay torch-free."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "reprsim"
+STAGES = sorted(p.name for p in (SRC / "stages").iterdir() if (p / "__init__.py").is_file())
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, at any depth of the file (function-level imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def stage_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["reprsim", "stages"] and len(parts) > 2 else None
+
+
+def test_the_stages_are_the_dag_stages():
+    assert STAGES == ["align", "compare", "data", "extract", "finetune", "models", "report"]
+
+
+def test_no_stage_imports_another_stage():
+    crossings = []
+    for stage in STAGES:
+        for path in (SRC / "stages" / stage).rglob("*.py"):
+            crossings += [f"{path.relative_to(SRC)} imports {m}" for m in imported(path)
+                          if stage_of(m) not in (None, stage)]
+    assert crossings == []
+
+
+def test_libraries_import_no_stage():
+    libraries = [p for p in SRC.rglob("*.py") if "stages" not in p.relative_to(SRC).parts]
+    offending = [f"{p.relative_to(SRC)} imports {m}" for p in libraries for m in imported(p) if stage_of(m)]
+    assert offending == []
+
+
+def test_workflow_helpers_are_torch_free():
+    for path in (SRC / "workflow").rglob("*.py"):
+        heavy = {m for m in imported(path) if m.split(".")[0] in ("torch", "transformers", "numpy", "zarr")}
+        assert not heavy, f"{path.name} imports {heavy}: the rules load it whenever the DAG is built"
+
+
+def test_the_report_stage_reads_tables_only():
+    """Figures and the report draw tidy tables: no measure code, so an edit of a measure reruns no figure."""
+    for path in (SRC / "stages" / "report").rglob("*.py"):
+        assert not {m for m in imported(path) if m.startswith("reprsim.metrics")}, path.name
+
+
+def test_the_schema_ships_inside_the_package():
+    from reprsim.config import SCHEMA_PATH
+
+    assert SCHEMA_PATH.is_file() and SCHEMA_PATH.parent == SRC
+
+
+def test_a_built_wheel_carries_the_schema_and_the_captions(tmp_path):
+    """`reprsim validate` and the report read these files from the installed package, so a
+    non-editable install (pip install .) must carry them."""
+    import subprocess
+    import sys
+    import zipfile
+
+    repo = SRC.parents[1]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(repo)], check=True, capture_output=True)
+    wheel, = tmp_path.glob("reprsim-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "reprsim/schema.yaml" in names
+    captions = {p.name for p in (SRC / "stages" / "report" / "captions").glob("*.rst")}
+    assert captions and {f"reprsim/stages/report/captions/{c}" for c in captions} <= names

@@ -1,0 +1,207 @@
+"""Job resources (reprsim.workflow.resources): worked values of the formulas on hand-made facts,
+scaling with Snakemake's `attempt`, the MIN_MINUTES floor, and the fine-tuning step count."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from reprsim.workflow import plan
+from reprsim.workflow import resources as r
+
+# A MiniLM-sized model (meta.json facts): 22.7M parameters, 6 layers, 384 wide.
+SMALL = {"n_parameters": 22_700_000, "n_layers": 6, "hidden_size": 384}
+EXTRACTION = {"splits": ["train", "validation"], "max_examples": None, "batch_size": 32, "max_length": 128}
+SPEC = {"source": "finetune", "base": "small", "batch_size": 32, "max_length": 128}  # no steps, no epochs
+# Zarr attributes of two stores: the small model, and a 12-layer 768-wide one.
+STORE_A = {"n_examples": 2000, "n_layers": 6, "hidden_size": 384, "split_sizes": {"train": 1128, "validation": 872}}
+STORE_B = {"n_examples": 2000, "n_layers": 12, "hidden_size": 768, "split_sizes": {"train": 1128, "validation": 872}}
+MEASURES = {"cka": {"measure": "cka"}, "rsa": {"measure": "rsa", "null_permutations": 100}}
+ALIGN = {
+    "aligners": {"ridge": {"aligner": "ridge", "params": {}},  # closed form: 3 passes
+                 "inn": {"aligner": "inn", "params": {"epochs": 20}},  # 20
+                 "mlp": {"aligner": "mlp", "params": {}}},  # 100 by default
+    "layers": "matching",
+    "synthetic": {"map_seeds": [0, 1, 2], "layers": [-1, -2]},
+}
+
+
+# ----------------------------------------------------------------- worked values
+def test_constants():
+    assert (r.MODEL_FLOPS, r.CORE_FLOPS, r.MIN_MINUTES) == (1e12, 1e10, 5)
+    assert plan.DEFAULT_STEPS == 300
+
+
+def test_extract():
+    # 2000 + weights 2*4*22.7 = 181.6 + activations 3*4*7*32*128*384/1e6 = 132.120576 -> 2313.72
+    assert r.extract_mem_mb(SMALL, EXTRACTION, 1) == 2313
+    assert r.extract_mem_mb(SMALL, EXTRACTION, 2) == 4627  # int(4627.44)
+    # 2 * 22.7e6 * 100000 rows * 128 tokens = 5.8112e14 FLOPs = 581.12 s = 9.685 min; + 5 -> 14.69
+    assert r.extract_runtime(SMALL, 100_000, EXTRACTION, 1) == 15
+    assert r.extract_runtime(SMALL, 100_000, EXTRACTION, 2) == 30  # ceil(29.37)
+
+
+def test_split_rows_caps_each_split():
+    sizes = {"train": 67_349, "validation": 872, "test": 1821}
+    assert r.split_rows(sizes, ["train", "validation"]) == 68_221
+    assert r.split_rows(sizes, ["train", "validation"], cap=1000) == 1000 + 872
+    assert r.split_rows(sizes, ["validation", "unknown"]) == 872  # a missing split has no rows
+    assert r.split_rows(sizes, ["train", "test"], cap=None) == 69_170
+
+
+def test_finetune():
+    # 2500 + weights 4*4*22.7 = 363.2 + activations 12*4*7*32*128*384/1e6 = 528.482304 -> 3391.68
+    assert r.finetune_mem_mb(SMALL, SPEC, 1) == 3391
+    assert r.finetune_mem_mb(SMALL, SPEC, 2) == 6783  # int(6783.36)
+    # 300 default steps * 32 * 128 = 1228800 tokens; 872 validation rows * 128 = 111616 tokens;
+    # 22.7e6 * (6 * 1228800 + 2 * 111616) = 1.7243e14 FLOPs = 172.4 s = 2.874 min; + 5 -> 7.87
+    assert r.finetune_runtime(SMALL, SPEC, 67_349, 872, 1) == 8
+    assert r.finetune_runtime(SMALL, SPEC, 67_349, 872, 2) == 16  # ceil(15.75)
+    # the evaluation pass alone (no step): 2 * 22.7e6 * 1e6 rows * 128 = 5.8112e15 FLOPs = 96.85 min; + 5
+    assert r.finetune_runtime(SMALL, SPEC | {"steps": 0}, 67_349, 1_000_000, 1) == 102
+
+
+def test_finetune_runtime_counts_epochs_as_ceil_of_epochs_times_rows_over_batch():
+    # A model whose one step (10 rows of 100 tokens) costs 6 * 1e10 * 1000 = 6e13 FLOPs: one minute.
+    huge = {"n_parameters": 10**10, "n_layers": 1, "hidden_size": 1}
+    spec = {"epochs": 1, "batch_size": 10, "max_length": 100}
+    # 1 epoch of 11 rows in batches of 10: ceil(1.1) = 2 steps (not 1), 2 minutes + 5
+    assert r.finetune_runtime(huge, spec, 11, 0, 1) == 7
+    assert r.finetune_runtime(huge, spec, 10, 0, 1) == 6  # exactly one step
+    assert r.finetune_runtime(huge, spec | {"epochs": 2.5}, 11, 0, 1) == 5 + 3  # ceil(2.75)
+    assert r.finetune_runtime(huge, spec | {"steps": 4}, 11, 0, 1) == 5 + 4  # steps win over epochs
+
+
+def test_evaluation_memory():
+    # head inputs 2*4*7*(872 + 2000)*384/1e6 = 61.759488; weights 181.6;
+    # one batch of 64: 3*4*7*64*128*384/1e6 = 264.241152; 2000 + ... = 2507.60
+    assert r.evaluation_mem_mb(SMALL, 872, 2000, 128, 64, 1) == 2507
+    # no heads: 2000 + 181.6 + 264.241152 + 2*4*7*872*384/1e6 (18.751488) = 2464.59
+    assert r.evaluation_mem_mb(SMALL, 872, 0, 128, 64, 1) == 2464
+
+
+def test_head_train_rows():
+    heads = {"enabled": True, "max_train_examples": 2000}
+    assert r.head_train_rows(67_349, heads) == 2000
+    assert r.head_train_rows(500, heads) == 500
+    assert r.head_train_rows(67_349, {"enabled": True, "max_train_examples": None}) == 67_349
+    assert r.head_train_rows(67_349, {"enabled": False, "max_train_examples": 2000}) == 0
+    assert r.head_train_rows(67_349, {}) == 0
+    assert r.head_train_rows(67_349, None) == 0
+
+
+def test_truncation_and_skip_runtime():
+    # heads: 10000 + 2 * (10000 + 2000) = 34000 passes; 2 * 22.7e6 * 34000 * 128 = 1.9758e14 FLOPs
+    # = 197.6 s = 3.293 min; + 5 -> 8.29
+    assert r.truncation_runtime(SMALL, 10_000, 2000, 128, 1) == 9
+    # no heads: 10000 passes, 5.8112e13 FLOPs = 0.969 min; + 5 -> 5.97
+    assert r.truncation_runtime(SMALL, 10_000, 0, 128, 1) == 6
+    # 1 + 6*7/2 = 22 spans; 2 * 22.7e6 * 872 * 22 * 128 = 1.1148e14 FLOPs = 1.858 min; + 5 -> 6.86
+    assert r.skip_runtime(SMALL, 872, 128, 1) == 7
+    assert r.skip_runtime(SMALL, 872, 128, 2) == 14  # ceil(13.72)
+    # 10000 rows: 2 * 22.7e6 * 10000 * 22 * 128 = 1.2785e15 FLOPs = 21.31 min; + 5 -> 26.31
+    assert r.skip_runtime(SMALL, 10_000, 128, 1) == 27
+
+
+def test_compare():
+    # widths (6+1)*384 = 2688 and (12+1)*768 = 9984; 2000 rows, 872 compared (validation)
+    assert r.pair_sizes(STORE_A, STORE_B, "validation") == (2000, 872, [2688, 9984])
+    # 2000 + 3*8*2000*12672/1e6 (608.256) + 4*8*872**2/1e6 (24.332288) = 2632.59
+    assert r.compare_mem_mb(STORE_A, STORE_B, "validation", 1) == 2632
+    # measures: 1 + (1 + 100/10) = 12; 2*872*2688*9984*12 = 5.6164e11 FLOPs / 1e10 = 56.2 s
+    # = 0.936 min; + 5 -> 5.94
+    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 1) == 6
+    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 2) == 12  # ceil(11.87)
+
+
+def test_compare_runtime_counts_only_the_compared_rows():
+    # the pair job reads one split: rows of other splits cost nothing ("test" is not extracted here)
+    many = STORE_A | {"n_examples": 100_000}
+    assert r.compare_runtime(many, STORE_B, "test", MEASURES, 1) == r.MIN_MINUTES
+    # 10x the compared rows, 10x the measure work: 9.36 min; + 5 -> 14.36
+    more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
+    assert r.compare_runtime(more, STORE_B, "validation", MEASURES, 1) == 15
+
+
+def test_align():
+    assert r.aligner_passes(ALIGN) == 3 + 20 + 100
+    assert r.aligner_passes({}) == 0
+    # pair: depths 7 and 13, matching -> 13 layer pairs; width 384 + 768 = 1152; 2000 rows;
+    # 2*6*2000*1152**2*13*123 = 5.0929e13 FLOPs = 0.849 min; + 5 -> 5.85
+    assert r.align_runtime(STORE_A, STORE_B, ALIGN, 1) == 6
+    # all layer pairs: 7 * 13 = 91 -> 3.5650e14 FLOPs = 5.942 min; + 5 -> 10.94
+    assert r.align_runtime(STORE_A, STORE_B, ALIGN | {"layers": "all"}, 1) == 11
+    # synthetic: 3 map seeds * 2 layers = 6 fits on a 20000-row 768-wide store mapped onto itself:
+    # 2*6*20000*1536**2*6*123 = 4.1788e14 FLOPs = 6.965 min; + 5 -> 11.96
+    assert r.align_runtime(STORE_B | {"n_examples": 20_000}, r.SYNTHETIC, ALIGN, 1) == 12
+    # defaults of the synthetic settings: one seed, one layer -> 1/6 of the above = 1.161 min
+    assert r.align_runtime(STORE_B | {"n_examples": 20_000}, None, ALIGN | {"synthetic": {}}, 1) == 7
+    # memory: a pair job's is the compare job's; synthetic 2000 + 3*8*2000*2*384/1e6 = 2036.86
+    assert r.align_mem_mb(STORE_A, STORE_B, "validation", 1) == r.compare_mem_mb(STORE_A, STORE_B, "validation", 1)
+    assert r.align_mem_mb(STORE_A, None, "validation", 1) == 2036
+
+
+# ----------------------------------------------------------------- attempt and floor
+def every_estimate(attempt: int) -> dict[str, int]:
+    return {
+        "extract_mem_mb": r.extract_mem_mb(SMALL, EXTRACTION, attempt),
+        "extract_runtime": r.extract_runtime(SMALL, 100_000, EXTRACTION, attempt),
+        "finetune_mem_mb": r.finetune_mem_mb(SMALL, SPEC, attempt),
+        "finetune_runtime": r.finetune_runtime(SMALL, SPEC | {"epochs": 3}, 67_349, 872, attempt),
+        "evaluation_mem_mb": r.evaluation_mem_mb(SMALL, 872, 2000, 128, 64, attempt),
+        "truncation_runtime": r.truncation_runtime(SMALL, 872, 2000, 128, attempt),
+        "skip_runtime": r.skip_runtime(SMALL, 872, 128, attempt),
+        "compare_mem_mb": r.compare_mem_mb(STORE_A, STORE_B, "validation", attempt),
+        "compare_runtime": r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, attempt),
+        "align_mem_mb": r.align_mem_mb(STORE_A, STORE_B, "validation", attempt),
+        "align_mem_mb synthetic": r.align_mem_mb(STORE_A, None, "validation", attempt),
+        "align_runtime": r.align_runtime(STORE_A, STORE_B, ALIGN, attempt),
+        "align_runtime synthetic": r.align_runtime(STORE_A, None, ALIGN, attempt),
+    }
+
+
+@pytest.mark.parametrize("attempt", [2, 3])
+def test_every_estimate_grows_in_proportion_to_attempt(attempt):
+    once, again = every_estimate(1), every_estimate(attempt)
+    for name, value in once.items():
+        assert isinstance(again[name], int), name
+        # int() and ceil() round once, so `attempt` times the first estimate is off by less than `attempt`
+        assert abs(again[name] - attempt * value) < attempt, (name, value, again[name])
+
+
+def test_a_job_with_no_work_asks_for_the_floor():
+    empty = {"n_examples": 0, "n_layers": 6, "hidden_size": 384, "split_sizes": {}}
+    for attempt in (1, 3):
+        floor = r.MIN_MINUTES * attempt
+        assert r.extract_runtime(SMALL, 0, EXTRACTION, attempt) == floor
+        assert r.finetune_runtime(SMALL, SPEC | {"steps": 0}, 100, 0, attempt) == floor
+        assert r.truncation_runtime(SMALL, 0, 0, 128, attempt) == floor
+        assert r.skip_runtime(SMALL, 0, 128, attempt) == floor
+        assert r.compare_runtime(empty, empty, "validation", MEASURES, attempt) == floor
+        assert r.align_runtime(STORE_A, STORE_B, {"aligners": {}}, attempt) == floor
+    # the least work rounds up to a whole minute beyond the floor
+    assert r.extract_runtime(SMALL, 1, EXTRACTION, 1) == r.MIN_MINUTES + 1
+
+
+# ----------------------------------------------------------------- training steps
+def test_training_steps_precedence():
+    assert plan.training_steps({"steps": 7, "epochs": 3, "batch_size": 10}, 100) == 7  # steps over epochs
+    assert plan.training_steps({"steps": None, "epochs": 3, "batch_size": 10}, 101) == 31  # ceil(30.3)
+    assert plan.training_steps({"epochs": 0.5, "batch_size": 32}, 100) == 2  # ceil(1.5625)
+    assert plan.training_steps({"epochs": 1, "batch_size": 32}, 0) == 1  # at least one step
+    assert plan.training_steps({"batch_size": 32}, 100) == plan.DEFAULT_STEPS == 300
+    assert plan.training_steps({"steps": None, "epochs": None, "batch_size": 32}, 100) == 300
+
+
+def test_resources_use_only_the_standard_library():
+    """The rules import these whenever the DAG is built: no third-party import, not even numpy."""
+    for module in (r, plan):
+        tree = ast.parse(Path(module.__file__).read_text())
+        top = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names}
+        top |= {node.module.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module}
+        assert top <= set(sys.stdlib_module_names) | {"reprsim"}, (module.__name__, top)

@@ -1,0 +1,234 @@
+"""End to end: the tiny configuration through the whole DAG, then incremental reruns.
+
+One private copy of the workflow is run once per session (fixture `workflow`, shared with the
+cluster tier); the tests then read its outputs and ask Snakemake (dry runs) what a change would
+rerun.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import TINY, planned_jobs, planned_outputs, snakemake
+
+from reprsim.io.store import open_store
+
+pytestmark = pytest.mark.workflow
+MODELS = ["minilm", "tiny-bert-s0", "tiny-ft-s1", "tiny-ft-s2", "tiny-gpt2"]
+LAYERS = {"minilm": 7, "tiny-bert-s0": 3, "tiny-ft-s1": 3, "tiny-ft-s2": 3, "tiny-gpt2": 4}
+WIDTH = {"minilm": 384, "tiny-bert-s0": 32, "tiny-ft-s1": 32, "tiny-ft-s2": 32, "tiny-gpt2": 32}
+N_PAIRS = len(MODELS) * (len(MODELS) + 1) // 2
+
+
+def dry_run(root, *args):
+    result = snakemake(root, "--dry-run", *args)
+    return result.stdout + result.stderr
+
+
+def test_zarr_stores_have_documented_shapes(workflow):
+    for model in MODELS:
+        store = open_store(workflow / "results" / "activations" / "tiny" / f"{model}.zarr")
+        n = store.attrs["n_examples"]
+        assert n == 60
+        for pooling in ("mean", "cls", "last"):
+            values = store[f"pooled/{pooling}"][:]
+            assert values.shape == (LAYERS[model], n, WIDTH[model])
+            assert np.isfinite(values).all()
+        offsets = store["tokens/offsets"][:]
+        assert store["tokens/hidden"].shape == (LAYERS[model], offsets[-1], WIDTH[model])
+        assert store.attrs["model"] == model and store.attrs["device"] == "cpu"
+        assert len(store.attrs["model_hash"]) == 64
+    assert not list((workflow / "results" / "activations" / "tiny").glob("*.tmp-*"))
+
+
+def test_pair_tables_are_tidy_and_self_cka_is_one(workflow):
+    tables = sorted((workflow / "results" / "pairs" / "mean" / "tiny").glob("*.parquet"))
+    assert len(tables) == len(MODELS) * (len(MODELS) + 1) // 2
+    for path in tables:
+        table = pd.read_parquet(path)
+        a, b = path.stem.split("__")
+        cka = table[table["measure"] == "linear_cka"]
+        assert len(cka) == LAYERS[a] * LAYERS[b]
+        assert {"layer_a", "layer_b", "measure", "value", "kind", "split", "n"} <= set(table.columns)
+        if a == b:
+            diagonal = cka[cka["layer_a"] == cka["layer_b"]]["value"]
+            np.testing.assert_allclose(diagonal, 1.0, atol=1e-10)
+    # maps between spaces are the aligners' (one linear map: the align stage's `linear` aligner)
+    assert not any(pd.read_parquet(p)["measure"].str.startswith("linear_map").any() for p in tables)
+
+
+def test_every_configured_measure_and_its_null(workflow):
+    table = pd.read_parquet(workflow / "results" / "tables" / "pairs.parquet")
+    labels = set(yaml.safe_load(TINY.read_text())["measures"])
+    assert labels <= set(table["measure"])
+    cka = table[table["measure"] == "linear_cka"]
+    assert cka["null_p"].between(0, 1).all() and (cka["n_permutations"] == 20).all()
+    assert table[table["measure"] == "svcca"]["null_p"].isna().all()
+    neuronsim = table[(table["measure"] == "neuronsim") & (table["model_a"] != table["model_b"])]
+    assert set(neuronsim["direction"]) == {"a->b", "b->a"}
+
+
+def test_summaries_cover_every_layer(workflow):
+    scores = pd.read_parquet(workflow / "results" / "tables" / "localization.parquet")
+    assert len(scores) == sum(LAYERS.values())
+    assert np.isfinite(scores["localization"]).all()
+
+
+def test_skip_table(workflow):
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "skip.parquet")
+    table = table[table["metric"] == "accuracy"]
+    assert len(table) == 1 + 2 * 3 // 2  # nothing skipped, then every span of 2 blocks
+    full = table[table["start"] == 0]["value"].item()
+    truncation = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "truncation.parquet")
+    assert full == truncation.query("mode == 'FULL' and metric == 'accuracy'")["value"].item()
+
+
+def test_truncation_table(workflow):
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "truncation.parquet")
+    assert set(table["mode"]) == {"UNTUNED", "TUNED", "TUNEDORIG", "FULL", "MAJORITY"}
+    assert set(table["metric"]) == {"accuracy", "matthews_correlation"}
+    accuracy = table[table["metric"] == "accuracy"]
+    for mode in ("UNTUNED", "TUNED", "TUNEDORIG"):
+        assert sorted(accuracy[accuracy["mode"] == mode]["layer"]) == [0, 1, 2]
+    untuned = accuracy[accuracy["mode"] == "UNTUNED"].sort_values("layer")
+    assert untuned["value"].iloc[-1] == accuracy[accuracy["mode"] == "FULL"]["value"].item()
+
+
+def test_layer_views_compare_seeds(workflow):
+    table = pd.read_parquet(workflow / "results" / "finetune" / "tiny-ft-s1" / "layer_views.parquet")
+    assert list(dict.fromkeys(table["view"])) == ["ORIG–ORIG", "FT–ORIG", "FT–FT", "FT[tiny-ft-s1]–FT[tiny-ft-s2]"]
+    assert set(table[table["view"] == "ORIG–ORIG"]["model_a"]) == {"tiny-bert-s0"}
+    assert len(table) == 4 * 3 * 3
+    # BERT's first token at the embedding layer is one vector for every example: CKA undefined there
+    undefined = table["value"].isna()
+    assert ((table["layer_a"] == 0) | (table["layer_b"] == 0))[undefined].all()
+    assert table[~undefined]["value"].between(0.5, 1 + 1e-9).all()
+
+
+def test_aligner_stage(workflow):
+    """Every aligner per layer pair in both directions, synthetic recovery, and injection between the seeds."""
+    aligners = set(yaml.safe_load(TINY.read_text())["align"]["aligners"])
+    table = pd.read_parquet(workflow / "results" / "align" / "mean" / "tiny" / "tiny-bert-s0__tiny-gpt2.parquet")
+    scored = table[table["role"] == "score"]
+    assert set(scored["aligner"]) == aligners and set(scored["split"]) == {"test"}
+    assert len(scored) == LAYERS["tiny-bert-s0"] * LAYERS["tiny-gpt2"] * len(aligners) * 2  # layers: all
+    assert np.isfinite(scored["rel_error"]).all()
+    synthetic = pd.read_parquet(workflow / "results" / "align" / "synthetic" / "tiny" / "tiny-bert-s0.parquet")
+    assert set(synthetic["aligner"]) == aligners and set(synthetic["layer"]) == {2}
+    injection = pd.read_parquet(workflow / "results" / "align" / "injection" / "tiny" / "tiny-ft-s1__tiny-ft-s2.parquet")
+    assert {("tiny-ft-s1", "tiny-ft-s2"), ("tiny-ft-s2", "tiny-ft-s1")} == set(zip(injection["source"], injection["target"]))
+    assert {"target model", "random embedding", "random label"} | aligners == set(injection["method"])
+
+
+def test_report_shows_figures_and_provenance(workflow):
+    page = (workflow / "results" / "report" / "index.html").read_text()
+    # pair heatmaps, aligners, per fine-tuned model truncation, skip and layer views, model distance, localization
+    assert page.count("<img src=\"data:image/png;base64,") == N_PAIRS + 1 + 2 * 3 + 1 + 1
+    for model in MODELS:
+        assert model in page
+    assert "content hash" in page and "builtin" in page and "Block structure" in page
+    for figure in (workflow / "results" / "figures").rglob("*.png"):
+        assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_second_run_has_nothing_to_do(workflow):
+    assert planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml")) == {}
+
+
+def test_touching_sources_reruns_nothing(workflow):
+    for path in (workflow / "src" / "reprsim").rglob("*.py"):
+        path.touch()
+    for path in (workflow / "scripts").glob("*.py"):
+        path.touch()
+    assert planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml")) == {}
+
+
+def rules_with_code_input(output: str, fragment: str) -> set[str]:
+    """Rules of a dry run that list a file whose path contains `fragment` among their inputs."""
+    found, rule = set(), None
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            rule = line.split(" ", 1)[1][:-1]
+        elif line.startswith("input:") and rule and fragment in line:
+            found.add(rule)
+    return found
+
+
+def jobs_after_edit(workflow, relative_path):
+    """The jobs a dry run plans after a real (content) edit of one source file; the edit is undone after."""
+    source = workflow / relative_path
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# a real edit\n")
+        return planned_jobs(dry_run(workflow, "--configfile", "tiny.yaml"))
+    finally:
+        source.write_text(original)
+
+
+def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
+    summaries = {"model_distances": 1, "localization_scores": 1, "model_distance_figure": 1, "localization_figure": 1}
+    finetune_figures = {"truncation_figure": 2, "skip_figure": 2, "layer_views_figure": 2}
+    assert jobs_after_edit(workflow, "src/reprsim/stages/report/figures.py") == {
+        "pair_heatmap": N_PAIRS, **finetune_figures, "aligner_figure": 1, "model_distance_figure": 1,
+        "localization_figure": 1, "report": 1, "all": 1}
+    # the fine-tuning code reruns the fine-tuned models and everything downstream of them, nothing else
+    untouched_pairs = 6  # among minilm, tiny-bert-s0 and tiny-gpt2
+    assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
+        "finetune_model": 2, "extract_activations": 2, "truncation": 2, "skip": 2, "layer_views": 2,
+        **finetune_figures, "compare_pair": N_PAIRS - untouched_pairs, "pair_heatmap": N_PAIRS - untouched_pairs,
+        "layer_injection": 1, "aggregate_pairs": 1, **summaries, "report": 1, "all": 1}
+
+
+def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
+    """Editing CKA reruns what computes measures with it; figures and the report rerun only because
+    their tables change, never because they count the measure code as their own input."""
+    source = workflow / "src" / "reprsim" / "metrics" / "cka.py"
+    original = source.read_text()
+    try:
+        source.write_text(original + "\n# a real edit\n")
+        output = dry_run(workflow, "--configfile", "tiny.yaml")
+    finally:
+        source.write_text(original)
+    planned = set(planned_jobs(output))
+    assert {"pair_heatmap", "truncation_figure", "layer_views_figure", "report"} <= planned  # tables changed
+    # the aligners compute CCA-family maps through the measure library, so they count too
+    assert rules_with_code_input(output, "metrics/cka.py") == {
+        "compare_pair", "model_distances", "layer_views", "align_layers", "synthetic_alignment", "layer_injection"}
+
+
+def test_adding_a_model_runs_only_its_jobs(workflow):
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["models"]["tiny-bert-s9"] = {**config["models"]["tiny-bert-s0"], "seed": 9}
+    (workflow / "more.yaml").write_text(yaml.safe_dump(config))
+    output = dry_run(workflow, "--configfile", "more.yaml")
+    jobs = planned_jobs(output)
+    assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 6, "pair_heatmap": 6,
+                    "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
+                    "model_distance_figure": 1, "localization_figure": 1, "report": 1, "all": 1}
+    pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
+    assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 6
+
+
+def test_adding_a_seed_trains_only_that_seed(workflow):
+    """A third seed: its own fine-tuning and evaluations, its pairs, and the seed views of its siblings."""
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    config["models"]["tiny-ft"]["seeds"] = [1, 2, 3]
+    (workflow / "seeds.yaml").write_text(yaml.safe_dump(config))
+    output = dry_run(workflow, "--configfile", "seeds.yaml")
+    assert planned_jobs(output) == {
+        "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1, "skip": 1,
+        "skip_figure": 1, "layer_views": 3, "layer_views_figure": 3, "compare_pair": 6, "pair_heatmap": 6,
+        "layer_injection": 2,
+        "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
+        "localization_figure": 1, "report": 1, "all": 1}
+    planned = planned_outputs(output)
+    assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
+    assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))
+
+
+def test_snakemake_report_builds(workflow, tmp_path):
+    snakemake(workflow, "--configfile", "tiny.yaml", "--report", str(tmp_path / "report.zip"))
+    assert (tmp_path / "report.zip").stat().st_size > 10_000
