@@ -14,7 +14,7 @@ rule align_layers:
         paths.log(paths.ALIGNER_TABLE),
     params:
         aligners=canonical(aligner_specs()),
-        splits=ALIGN["splits"],
+        splits=canonical(ALIGN["splits"]),
         layers=ALIGN["layers"],
         seed=ALIGN["seed"],
     threads: 2
@@ -39,7 +39,7 @@ rule synthetic_alignment:
     params:
         aligners=canonical(aligner_specs()),
         pooling=ALIGN["representation"],
-        splits=ALIGN["splits"],
+        splits=canonical(ALIGN["splits"]),
         layers=ALIGN["synthetic"]["layers"],
         map_seeds=ALIGN["synthetic"]["map_seeds"],
     threads: 2
@@ -67,7 +67,7 @@ rule layer_injection:
         paths.log(paths.INJECTION_TABLE),
     params:
         aligners=canonical(aligner_specs()),
-        splits=ALIGN["splits"],
+        splits=canonical(ALIGN["splits"]),
         seed=ALIGN["seed"],
     threads: 2
     resources:

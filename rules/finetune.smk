@@ -57,7 +57,7 @@ rule truncation:
     log:
         paths.log(paths.TRUNCATION_TABLE),
     params:
-        heads=config["finetune_eval"]["heads"],
+        heads=canonical(config["finetune_eval"]["heads"]),
         split=config["finetune_eval"]["split"],
         batch_size=config["finetune_eval"]["batch_size"],
         device=config["device"],

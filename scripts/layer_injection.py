@@ -15,7 +15,7 @@ with tee_to_log(snakemake.log[0]):
     stores = {a: snakemake.input.a, b: snakemake.input.b, base: snakemake.input.base}
     directories = {a: snakemake.input.model_a, b: snakemake.input.model_b}
     table = pd.concat([
-        layer_injection(stores, source, target, directories[target], base, aligners, dict(snakemake.params.splits),
+        layer_injection(stores, source, target, directories[target], base, aligners, json.loads(snakemake.params.splits),
                         seed=snakemake.params.seed)
         for source, target in ((a, b), (b, a))
     ], ignore_index=True)

@@ -10,6 +10,6 @@ with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
     aligners = {label: tuple(spec) for label, spec in json.loads(snakemake.params.aligners).items()}
     table = synthetic_table(snakemake.input.store, snakemake.params.pooling, list(snakemake.params.layers), aligners,
-                            dict(snakemake.params.splits), list(snakemake.params.map_seeds))
+                            json.loads(snakemake.params.splits), list(snakemake.params.map_seeds))
     table["dataset"], table["model"] = snakemake.wildcards.dataset, snakemake.wildcards.model
     table.to_parquet(snakemake.output.table, index=False)

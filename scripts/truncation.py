@@ -1,4 +1,6 @@
 """Snakemake entry point: truncation curves of one fine-tuned model (rules/finetune.smk)."""
+import json
+
 import torch
 
 from reprsim.io.device import resolve_device
@@ -7,7 +9,7 @@ from reprsim.stages.finetune.truncation import truncation
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
-    settings = dict(snakemake.params.heads)
+    settings = json.loads(snakemake.params.heads)
     heads = settings if settings.pop("enabled") else None
     table = truncation(snakemake.input.model, snakemake.input.base, snakemake.input.dataset, heads=heads,
                        split=snakemake.params.split, batch_size=snakemake.params.batch_size,

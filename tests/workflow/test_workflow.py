@@ -193,7 +193,8 @@ def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
     finally:
         source.write_text(original)
     planned = set(planned_jobs(output))
-    assert {"pair_heatmap", "truncation_figure", "layer_views_figure", "report"} <= planned  # tables changed
+    assert {"pair_heatmap", "layer_views_figure", "report"} <= planned  # their tables change
+    assert not {"truncation", "truncation_figure", "skip", "finetune_model"} & planned  # no measure there
     # the aligners compute CCA-family maps through the measure library, so they count too
     assert rules_with_code_input(output, "metrics/cka.py") == {
         "compare_pair", "model_distances", "layer_views", "align_layers", "synthetic_alignment", "layer_injection"}

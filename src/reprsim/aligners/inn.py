@@ -19,7 +19,7 @@ from reprsim.aligners.linear import relative_error
 from reprsim.aligners.training import (
     TrainingConfig,
     as_tensor,
-    input_dtype,
+    float64_pair,
     least_squares_start,
     predict,
     seeded,
@@ -209,10 +209,7 @@ class InvertibleAligner:
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
             Y_val: np.ndarray | None = None) -> "InvertibleAligner":
         started = time.perf_counter()
-        dtype = input_dtype(X)
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(f"X and Y must have the same rows; got {X.shape[0]} and {Y.shape[0]}")
+        dtype, X, Y = float64_pair(X, Y)
         d_x, d_y = X.shape[1], Y.shape[1]
         self.x_pca = PrincipalSubspace(X, d_y) if d_x > d_y else None
         self.y_pca = PrincipalSubspace(Y, d_x) if d_y > d_x else None

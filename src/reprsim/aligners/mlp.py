@@ -18,7 +18,7 @@ from reprsim.aligners.linear import relative_error
 from reprsim.aligners.training import (
     TrainingConfig,
     as_tensor,
-    input_dtype,
+    float64_pair,
     least_squares_start,
     predict,
     seeded,
@@ -81,10 +81,7 @@ class MLPAligner:
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
             Y_val: np.ndarray | None = None) -> "MLPAligner":
         started = time.perf_counter()
-        dtype = input_dtype(X)
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
-        if X.shape[0] != Y.shape[0]:
-            raise ValueError(f"X and Y must have the same rows; got {X.shape[0]} and {Y.shape[0]}")
+        dtype, X, Y = float64_pair(X, Y)
         self.x_scaler, self.y_scaler = Standardiser(X), Standardiser(Y)
         inputs, targets = self.x_scaler.forward(X), self.y_scaler.forward(Y)
         budget = CouplingArchitecture().parameter_count(min(X.shape[1], Y.shape[1]))

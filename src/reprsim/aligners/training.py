@@ -71,6 +71,15 @@ def input_dtype(X) -> np.dtype:
     return dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
 
 
+def float64_pair(X, Y) -> tuple[np.dtype, np.ndarray, np.ndarray]:
+    """The dtype X arrived in (see :func:`input_dtype`) and X, Y as float64, checked to share rows."""
+    dtype = input_dtype(X)
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must have the same rows; got {X.shape[0]} and {Y.shape[0]}")
+    return dtype, X, Y
+
+
 def least_squares_start(inputs: np.ndarray, targets: np.ndarray, val_inputs: np.ndarray | None,
                         val_targets: np.ndarray | None) -> np.ndarray:
     """The least-squares map between standardised spaces, where the torch aligners start: LinearAligner

@@ -20,7 +20,7 @@ def evaluation_setup(model_dir: str | Path, dataset_dir: str | Path, split: str,
 
 
 def tagged(rows: list[dict], split: str, frame: pd.DataFrame, model_dir: str | Path, device: torch.device
-            ) -> pd.DataFrame:
+           ) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["split"], table["n"], table["model"] = split, len(frame), Path(model_dir).name
     table["device"] = describe(device)  # where it ran: in a SLURM job, the GPU it was allocated or the CPU
