@@ -28,10 +28,10 @@ rule align_layers:
         "../scripts/align_layers.py"
 
 
-rule synthetic_alignment:
+rule synthetic_recovery:
     input:
         store=lambda wildcards: store(wildcards.dataset, wildcards.model),
-        code=code("synthetic_alignment"),
+        code=code("synthetic_recovery"),
     output:
         table=paths.SYNTHETIC_TABLE,
     log:
@@ -50,7 +50,7 @@ rule synthetic_alignment:
     conda:
         "../envs/compare.yaml"
     script:
-        "../scripts/synthetic_alignment.py"
+        "../scripts/synthetic_recovery.py"
 
 
 rule layer_injection:

@@ -197,7 +197,7 @@ def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
     assert not {"truncation", "truncation_figure", "skip", "finetune_model"} & planned  # no measure there
     # the aligners compute CCA-family maps through the measure library, so they count too
     assert rules_with_code_input(output, "metrics/cka.py") == {
-        "compare_pair", "model_distances", "layer_views", "align_layers", "synthetic_alignment", "layer_injection"}
+        "compare_pair", "model_distances", "layer_views", "align_layers", "synthetic_recovery", "layer_injection"}
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):
