@@ -6,9 +6,11 @@ def dataset_spec(wildcards):
     return canonical({k: v for k, v in config["datasets"][wildcards.dataset].items() if k != "metric"})
 
 
-def local_dataset_files(wildcards):
-    """A local dataset's files, so that editing one re-prepares the dataset."""
+def dataset_files(wildcards):
+    """A local dataset's files, or a shipped sample's, so that editing one re-prepares the dataset."""
     spec = config["datasets"][wildcards.dataset]
+    if spec["source"] == "sample":
+        return sorted(glob.glob(os.path.join(workflow.basedir, "src/reprsim/stages/data/samples", spec["name"], "*.tsv")))
     if spec["source"] != "local":
         return []
     return [os.path.join(spec["data_root"], path) for path in spec["files"].values()]
@@ -16,7 +18,7 @@ def local_dataset_files(wildcards):
 
 rule prepare_dataset:
     input:
-        files=local_dataset_files,
+        files=dataset_files,
         code=code("prepare_dataset"),
     output:
         dataset=directory(paths.DATASET),

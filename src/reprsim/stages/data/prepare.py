@@ -1,4 +1,4 @@
-"""Datasets: a built-in generator, local files and the Hugging Face hub.
+"""Datasets: a built-in generator, samples shipped in the package, local files and the Hugging Face hub.
 
 Every source ends as the same prepared layout, `{out}/{split}.parquet` for
 split in train/validation/test with columns `text`, `text_pair` (null for
@@ -8,6 +8,7 @@ single-sentence tasks) and `label` (int class index), plus `meta.json`.
 from __future__ import annotations
 
 import hashlib
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,37 @@ def load_local(spec: dict) -> dict[str, pd.DataFrame]:
     return splits
 
 
+# --------------------------------------------------------------------------- sample
+# Small samples of real datasets shipped as package data (samples/README.md says where
+# each comes from and how it was drawn): name -> (label names in class-index order).
+SAMPLES = {"sst2": ["negative", "positive"]}
+
+
+def sample_dir(name: str):
+    """The directory of the shipped sample `name` (a Traversable inside the installed package)."""
+    if name not in SAMPLES:
+        raise ValueError(f"unknown dataset sample {name!r}; available samples: {', '.join(sorted(SAMPLES))}")
+    return resources.files("reprsim.stages.data").joinpath("samples", name)
+
+
+def load_sample(spec: dict) -> dict[str, pd.DataFrame]:
+    """All three splits of a shipped sample: TSV `sentence<TAB>label` with labels 0..n-1."""
+    root = sample_dir(spec["name"])
+    splits = {}
+    for split in SPLITS:
+        entry = root.joinpath(f"{split}.tsv")
+        if not entry.is_file():
+            raise FileNotFoundError(
+                f"sample {spec['name']!r} lacks {split}.tsv in the installed package ({entry}); "
+                "reinstall reprsim (package data) or rebuild it with samples/make_sst2_sample.py"
+            )
+        with resources.as_file(entry) as path:
+            frame = _read_table(Path(path), "tsv", None)
+        frame = _select_columns(frame, {"text": "sentence", "label": "label"}, f"sample {spec['name']}/{split}")
+        splits[split] = frame
+    return splits
+
+
 # --------------------------------------------------------------------------- hub
 def load_hf(spec: dict) -> dict[str, pd.DataFrame]:
     """Load named splits from the Hugging Face hub (the path real users take)."""
@@ -195,6 +227,10 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         splits = {"train": generate_builtin(spec["n_examples"], seed)}
         label_values = [0, 1]
         splits = _carve_missing_splits(splits, spec.get("split_fractions", {}), seed)
+    elif source == "sample":
+        splits = load_sample(spec)
+        splits = {s: _cap(f, spec.get("max_examples"), seed) for s, f in splits.items()}
+        label_values = list(range(len(SAMPLES[spec["name"]])))
     else:
         splits = load_local(spec) if source == "local" else load_hf(spec)
         splits = _carve_missing_splits(splits, spec.get("split_fractions") or {}, seed)
@@ -202,7 +238,12 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         label_values = spec.get("label_names")
     splits = {s: splits[s].reset_index(drop=True).copy() for s in SPLITS}
     label_values = _encode_labels(splits, label_values)
-    label_names = BUILTIN_LABEL_NAMES if source == "builtin" else label_values
+    if source == "builtin":
+        label_names = BUILTIN_LABEL_NAMES
+    elif source == "sample":
+        label_names = SAMPLES[spec["name"]]
+    else:
+        label_names = label_values
 
     digest = hashlib.sha256()
     for split in SPLITS:
