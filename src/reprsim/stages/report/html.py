@@ -128,6 +128,11 @@ def _pair_label(path: str) -> str:
     return f"A: {a} · B: {b} — {path.parent.parent.name} pooling, {path.parent.name}"
 
 
+def _task_metric_rows(frame: pd.DataFrame, model_column: str, task_metrics: Mapping[str, str]) -> pd.DataFrame:
+    """The rows scoring each fine-tuned model (in `model_column`) by its task's metric (accuracy by default)."""
+    return frame[frame["metric"] == frame[model_column].map(lambda m: task_metrics.get(m, "accuracy"))]
+
+
 def _by_model(paths: Iterable[str]) -> dict[str, str]:
     """Per-model outputs (.../{model}/<file>) by model name."""
     return {Path(p).parent.name: p for p in paths}
@@ -270,8 +275,7 @@ def aligners(inputs: ReportInputs) -> list[str]:
         parts += [*_paragraphs("aligners"), *[_image(p, _pair_label(p), wide=True) for p in inputs.aligner_figures]]
     if inputs.injection_tables:
         injected = _read_all(inputs.injection_tables)
-        task = injected["metric"] == injected["target"].map(lambda m: inputs.task_metrics.get(m, "accuracy"))
-        wide = injected[task].pivot_table(index=["dataset", "source", "target", "metric"], columns="method",
+        wide = _task_metric_rows(injected, "target", inputs.task_metrics).pivot_table(index=["dataset", "source", "target", "metric"], columns="method",
                                           values="value", sort=False)
         wide.columns.name = None
         parts += ["<h3>Layer injection (Table 5)</h3>", *_paragraphs("injection"), _table(wide.reset_index())]
@@ -295,7 +299,7 @@ def finetuned(inputs: ReportInputs) -> list[str]:
         parts += ["<h3>Block structure</h3>", *_paragraphs("layer_blocks"), _table(_read_all(inputs.layer_blocks))]
     if inputs.truncation_tables:
         scores = _read_all(inputs.truncation_tables)
-        scores = scores[scores["metric"] == scores["model"].map(lambda m: inputs.task_metrics.get(m, "accuracy"))]
+        scores = _task_metric_rows(scores, "model", inputs.task_metrics)
         wide = scores.pivot_table(index=["model", "metric", "mode"], columns="layer", values="value")
         wide.columns = ["majority" if layer < 0 else f"layer {layer}" for layer in wide.columns]
         parts += ["<h3>Truncation scores</h3>", _table(wide.reset_index())]
