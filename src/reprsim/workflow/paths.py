@@ -14,8 +14,11 @@ MODEL = "results/models/{model}"
 STORE = "results/activations/{dataset}/{model}.zarr"
 
 PAIR_TABLE = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet"
+# the pair job's half-sample replicates, long: layer_a, layer_b, measure, direction, replicate, value
+PAIR_RESAMPLES = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.resamples.parquet"
 PAIR_HEATMAP = "results/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.png"
 PAIRS = "results/tables/pairs.parquet"
+PAIR_RESAMPLES_ALL = "results/tables/pair_resamples.parquet"
 PAIR_SUMMARY = "results/tables/pair_summary.parquet"
 MODEL_DISTANCES = "results/tables/model_distances.parquet"
 LOCALIZATION = "results/tables/localization.parquet"
@@ -34,6 +37,9 @@ ALIGNER_TABLE = "results/align/{representation}/{dataset}/{model_a}__{model_b}.p
 ALIGNER_FIGURE = "results/figures/align/{representation}/{dataset}/{model_a}__{model_b}.png"
 SYNTHETIC_TABLE = "results/align/synthetic/{dataset}/{model}.parquet"
 INJECTION_TABLE = "results/align/injection/{dataset}/{model_a}__{model_b}.parquet"
+
+FINDINGS = "results/tables/findings.parquet"
+FINDINGS_CSV = "results/tables/findings.csv"
 
 REPORT = "results/report/index.html"
 
