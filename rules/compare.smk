@@ -9,11 +9,14 @@ rule compare_pair:
         code=code("compare_pair"),
     output:
         table=paths.PAIR_TABLE,
+        replicates=paths.PAIR_RESAMPLES,
     log:
         paths.log(paths.PAIR_TABLE),
     params:
         split=config["similarity"]["split"],
         measures=canonical(config["measures"]),
+        chance=canonical(config["similarity"]["chance"]),
+        intervals=canonical(config["similarity"]["intervals"]),
     threads: 1
     resources:
         mem_mb=compare_mem_mb,
@@ -27,9 +30,11 @@ rule compare_pair:
 rule aggregate_pairs:
     input:
         tables=per_pair(paths.PAIR_TABLE, REPRESENTATIONS, EXTRACT_ON, PAIRS),
+        replicates=per_pair(paths.PAIR_RESAMPLES, REPRESENTATIONS, EXTRACT_ON, PAIRS),
         code=code("aggregate_pairs"),
     output:
         table=paths.PAIRS,
+        replicates=paths.PAIR_RESAMPLES_ALL,
         summary=paths.PAIR_SUMMARY,
     log:
         paths.log(paths.PAIRS),
@@ -43,6 +48,7 @@ rule aggregate_pairs:
 rule model_distances:
     input:
         table=paths.PAIRS,
+        replicates=paths.PAIR_RESAMPLES_ALL,
         code=code("model_distances"),
     output:
         table=paths.MODEL_DISTANCES,

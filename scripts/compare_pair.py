@@ -5,11 +5,14 @@ from reprsim.io.logs import tee_to_log
 from reprsim.stages.compare.pairs import compare_pair
 
 with tee_to_log(snakemake.log[0]):
-    table = compare_pair(
+    table, replicates = compare_pair(
         snakemake.input.a,
         snakemake.input.b,
         representation=snakemake.wildcards.representation,
         split=snakemake.params.split,
         measures=json.loads(snakemake.params.measures),
+        chance=json.loads(snakemake.params.chance),
+        intervals=json.loads(snakemake.params.intervals),
     )
+    replicates.to_parquet(snakemake.output.replicates, index=False)
     table.to_parquet(snakemake.output.table, index=False)

@@ -1,12 +1,15 @@
-"""One pairwise job's rows: layers whose rows are all one vector are NaN with a reason, not an error."""
+"""One pairwise job's rows: every value with its chance level and interval; layers whose rows are
+all one vector are NaN with a reason, not an error."""
 
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from reprsim.io.store import constant_layers
 from reprsim.metrics import compute_layers
+from reprsim.resampling import half_samples
 from reprsim.stages.compare.pairs import _measure_rows
 
 
@@ -14,26 +17,39 @@ from reprsim.stages.compare.pairs import _measure_rows
 def stacks():
     rng = np.random.default_rng(0)
     Xs, Ys = rng.normal(size=(3, 40, 6)), rng.normal(size=(2, 40, 5))
+    Ys[1] += Xs[2, :, :5]  # one related layer pair, so something is beyond chance
     Xs[0] = rng.normal(size=6)  # every example the same vector, as BERT's CLS token at the embedding layer
     return Xs, Ys
 
 
-@pytest.mark.parametrize("measure", ["neuronsim", "cka", "svcca"])
-def test_a_constant_layer_is_nan_with_a_reason_and_the_rest_is_computed(stacks, measure):
+def statistics(n, permutations=19, resamples=20):
+    return {"chance": {"permutations": permutations, "seed": 0},
+            "intervals": {"resamples": resamples, "confidence": 0.95, "seed": 0},
+            "indices": half_samples(n, resamples, 0)}
+
+
+@pytest.mark.parametrize("measure", ["neuronsim", "cka", "svcca", "pwcca", "mutual_knn", "procrustes"])
+def test_every_row_has_a_chance_level_and_an_interval_and_constant_layers_are_nan(stacks, measure):
     Xs, Ys = stacks
-    spec = {"measure": measure, "params": {"pca_dims": 4} if measure == "svcca" else {}}
-    for transpose, (first, second) in ((False, (Xs, Ys)), (True, (Ys, Xs))):
-        rows = _measure_rows("m", spec, first, second, constant_layers(first), constant_layers(second),
-                             transpose=transpose, direction="d")
-        table = {(row["layer_a"], row["layer_b"]): row for row in rows}
-        assert set(table) == {(i, j) for i in range(3) for j in range(2)}
-        expected = compute_layers(measure, Ys, Xs[1:], **spec["params"]).values.T if transpose \
-            else compute_layers(measure, Xs[1:], Ys, **spec["params"]).values
-        for (i, j), row in table.items():
-            if i == 0:
-                assert np.isnan(row["value"]) and "same representation" in json.loads(row["meta"])["undefined"]
-            else:
-                assert row["value"] == pytest.approx(float(expected[i - 1, j]), abs=1e-9)
-    nulls = _measure_rows("m", {**spec, "null_permutations": 5}, Xs, Ys, constant_layers(Xs), constant_layers(Ys),
-                          transpose=False, direction="d")
-    assert all(np.isnan(row["null_p"]) == (row["layer_a"] == 0) for row in nulls)
+    params = {"pca_dims": 4} if measure in ("svcca", "pwcca") else {"k": 5} if measure == "mutual_knn" else {}
+    replicates = []
+    rows = pd.DataFrame(_measure_rows("m", {"measure": measure, "params": params}, Xs, Ys, constant_layers(Xs),
+                                      constant_layers(Ys), statistics(40), replicates))
+    directions = ["a->b", "b->a"] if measure in ("neuronsim", "pwcca") else ["symmetric"]
+    assert sorted(rows["direction"].unique()) == sorted(directions) and len(rows) == 6 * len(directions)
+    for direction in directions:
+        forward = direction != "b->a"
+        expected = (compute_layers(measure, Xs[1:], Ys, **params).values if forward
+                    else compute_layers(measure, Ys, Xs[1:], **params).values.T)
+        for row in rows[rows["direction"] == direction].itertuples():
+            if row.layer_a == 0:
+                assert np.isnan(row.value) and np.isnan(row.null_p) and np.isnan(row.ci_low)
+                assert "same representation" in json.loads(row.meta)["undefined"]
+                continue
+            assert row.value == pytest.approx(float(expected[row.layer_a - 1, row.layer_b]), abs=1e-9)
+            assert np.isfinite([row.null_mean, row.null_std, row.null_p]).all() and 0 < row.null_p <= 1
+            assert row.ci_low <= row.value <= row.ci_high and row.n_resamples == 20
+    related = rows[(rows["layer_a"] == 2) & (rows["layer_b"] == 1)]
+    assert related["beyond_chance"].all() and (related["null_p"] == 1 / 20).all()
+    long = pd.concat(replicates)
+    assert len(long) == 20 * len(rows) and set(long["replicate"]) == set(range(20))

@@ -35,7 +35,7 @@ def test_defaults_are_filled(default_config):
     assert config["extraction"]["poolings"] == ["mean", "cls", "last"]
     assert config["models"]["minilm-ft-s1"]["warmup_fraction"] == 0.1
     assert config["measures"] == {"linear_cka": {"measure": "cka", "params": {"kernel": "linear", "estimator": "biased"},
-                                                 "null_permutations": 0, "null_seed": 0}}
+                                                 "null_permutations": None, "resamples": None}}
 
 
 def test_measure_parameters_are_checked(default_config):

@@ -9,8 +9,14 @@ from reprsim.stages.compare.summaries import localization_scores, pair_summary
 
 
 def rows(measure, model_a, model_b, values, direction="symmetric"):
-    return [{"measure": measure, "model_a": model_a, "model_b": model_b, "layer_a": i, "layer_b": j,
-             "direction": direction, "value": v} for (i, j), v in np.ndenumerate(np.asarray(values, float))]
+    return [{"dataset": "d", "representation": "mean", "measure": measure, "model_a": model_a, "model_b": model_b,
+             "layer_a": i, "layer_b": j, "direction": direction, "kind": "similarity", "value": v, "n": 100,
+             "warning": ""} for (i, j), v in np.ndenumerate(np.asarray(values, float))]
+
+
+def replicates_of(table, shifts):
+    """Replicate r of every row: its value + shifts[r] (n = 100 rows, m = 50 per replicate)."""
+    return pd.concat([table.assign(replicate=r, value=table["value"] + shift, m=50) for r, shift in enumerate(shifts)])
 
 
 def test_model_distance_is_brown_eq2_and_groups_by_depth():
@@ -44,17 +50,28 @@ def test_localization_score_by_hand():
 
 def test_model_distance_table_is_tidy_and_takes_depths_from_the_pairs():
     table = pd.DataFrame(rows("cka", "a", "b", [[0.5, 0.0], [0.0, 1.0]]) + rows("cka", "a", "c", np.ones((2, 4))))
-    tidy = model_distance_table(table, "cka").set_index(["model_a", "model_b"])
+    reps = replicates_of(table, np.zeros(20))
+    tidy = model_distance_table(table, "cka", reps).set_index(["model_a", "model_b"])
     assert set(tidy.index) == {("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")}  # c: 3 blocks, no partner
     assert (tidy["depth"] == 1).all() and (tidy["measure"] == "cka").all()
     assert tidy.loc[("b", "a"), "distance"] == pytest.approx(np.arccos(0.5)) and tidy.loc[("a", "a"), "distance"] == 0
+    # replicates equal to the estimate: an interval of zero width around it
+    assert tidy.loc[("a", "b"), "ci_low"] == pytest.approx(np.arccos(0.5))
+    assert tidy.loc[("a", "b"), "ci_high"] == pytest.approx(np.arccos(0.5))
 
 
-def test_pair_summary_means_over_layers_with_the_same_index():
-    table = pd.DataFrame(rows("cka", "a", "b", [[0.4, 0.0], [0.0, 0.8]]) + rows("cka", "a", "a", np.eye(2)))
-    table["null_mean"], table["null_p"] = 0.1, [0.01, 0.5, 0.5, 0.02] + [0.01] * 4
-    summary = pair_summary(table)
-    assert len(summary) == 1  # a model with itself is left out
-    row = summary.iloc[0]
-    assert row["mean_over_matching_layers"] == pytest.approx(0.6)
+def test_pair_summary_means_over_matching_layers_with_an_interval_from_the_replicates():
+    table = pd.DataFrame(rows("cka", "a", "b", [[0.4, 0.0], [0.0, 0.8]]) + rows("cka", "a", "a", np.eye(2))
+                         + rows("cka", "a", "c", [[0.2, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.6]]))
+    table["null_mean"], table["null_p"] = 0.1, [0.01, 0.5, 0.5, 0.02] + [0.01] * 4 + [0.01] * 10
+    shifts = np.linspace(-0.1, 0.1, 21)
+    summary = pair_summary(table, replicates_of(table, shifts)).set_index(["model_a", "model_b"])
+    assert set(summary.index) == {("a", "b"), ("a", "c")}  # a model with itself is left out
+    row = summary.loc[("a", "b")]
+    assert row["mean_over_matching_layers"] == pytest.approx(0.6) and row["n_layers"] == 2
     assert row["null_mean"] == pytest.approx(0.1) and row["largest_null_p"] == pytest.approx(0.02)
+    # m = n/2: the replicates' spread is the estimate's; recentred percentiles of ±0.1 shifts
+    assert row["ci_low"] == pytest.approx(0.6 - 0.095) and row["ci_high"] == pytest.approx(0.6 + 0.095)
+    assert row["beyond_chance"]
+    # c has 4 blocks, a 1: a's layers 0 and 1 meet c's layers 0 and 4 (same relative depth)
+    assert summary.loc[("a", "c"), "mean_over_matching_layers"] == pytest.approx(0.4)

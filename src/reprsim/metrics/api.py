@@ -1,24 +1,23 @@
-"""The stable entry points: compute, compute_layers and null, over every measure by name."""
+"""The stable entry points over every measure by name: compute, compute_layers, null, null_layers,
+replicate_layers; and their directed forms (both directions of an asymmetric measure at once)
+that the pairwise jobs use."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
 
-from reprsim.metrics import cca as cca_family
+from reprsim.metrics import permutation, sample_size, subsample
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
-from reprsim.metrics.cka import (
-    GRAM_BYTES_LIMIT,
-    cka_layers,
-    gram_null_draws,
-    minibatch_cka_layers,
-)
+from reprsim.metrics.cka import cka_layers, minibatch_cka_layers
 from reprsim.metrics.knn import mutual_knn_layers
-from reprsim.metrics.neuron import mixedsim_layers, neuronsim_layers
+from reprsim.metrics.neuron import mixedsim_layers, neuronsim_both_layers, neuronsim_layers
 from reprsim.metrics.procrustes import procrustes_layers
+from reprsim.metrics.sample_size import cca_pair, cca_prepared
 
 
 @dataclass
@@ -33,44 +32,57 @@ class LayerResult:
     meta: dict = field(default_factory=dict)
 
 
-def _cca_layers(kind: str) -> Callable:
-    """CCA-family over all layer pairs: each layer's basis computed once, then one SVD per pair."""
+@dataclass
+class DirectedResult:
+    """values (D, L1, L2): D = 1 for a symmetric measure, else [X→Y, (Y→X)ᵀ] (both indexed by
+    X's layer, then Y's); metas: one dict per direction; statistics: (D, L1, L2) arrays."""
+    values: np.ndarray
+    metas: list[dict]
+    statistics: dict = field(default_factory=dict)
+
+
+def _cca_directed(kind: str) -> Callable:
+    """CCA family over all layer pairs: each layer's basis computed once, then one SVD per pair;
+    PWCCA's two directions come from the same decomposition."""
 
     def run(Xs, Ys, **params):
-        cca_family.check_params(kind, params)
-        variance = params.get("threshold", 0.99) if kind == "svcca" else None
-        pca_dims = params.get("pca_dims")
-        px = [cca_family.prepare(X, pca_dims, variance) for X in Xs]
-        py = [cca_family.prepare(Y, pca_dims, variance) for Y in Ys]
-        values = torch.empty(len(px), len(py), dtype=torch.float64)
+        px, py = cca_prepared(kind, Xs, Ys, params)
+        D = 2 if kind == "pwcca" else 1
+        values = torch.empty(D, len(px), len(py), dtype=torch.float64)
         metas = {}
         for i, a in enumerate(px):
             for j, b in enumerate(py):
-                if kind == "pwcca":
-                    value, meta = cca_family.pwcca_from(a, b, params.get("direction", "min"))
-                else:
-                    value, meta = cca_family.cca_from(a, b)
-                values[i, j] = value
-                metas[(i, j)] = {**{k: v for k, v in meta.items() if k != "rho"},
-                                 "k_x": a["dims"], "k_y": b["dims"], "pca_x": a["pca"], "pca_y": b["pca"]}
+                pair_values, metas[(i, j)] = cca_pair(kind, a, b, params, Xs.shape[1])
+                values[:, i, j] = torch.tensor(pair_values, dtype=torch.float64)
         return values, {"per_pair": metas}
 
     return run
 
 
-# name -> (layers function, similarity or distance, symmetric?)
+def _forward(directed: Callable) -> Callable:
+    def run(Xs, Ys, **params):
+        values, meta = directed(Xs, Ys, **params)
+        return values[0], meta
+
+    return run
+
+
+# name -> (layers function X→Y, similarity or distance, symmetric?)
 MEASURES: dict[str, tuple[Callable, str, bool]] = {
     "cka": (cka_layers, "similarity", True),
     "cka_minibatch": (lambda Xs, Ys, batch_size=1024, **p: minibatch_cka_layers(Xs, Ys, batch_size, **p),
                       "similarity", True),
-    "cca": (_cca_layers("cca"), "similarity", True),
-    "svcca": (_cca_layers("svcca"), "similarity", True),
-    "pwcca": (_cca_layers("pwcca"), "similarity", False),
+    "cca": (_forward(_cca_directed("cca")), "similarity", True),
+    "svcca": (_forward(_cca_directed("svcca")), "similarity", True),
+    "pwcca": (_forward(_cca_directed("pwcca")), "similarity", False),
     "procrustes": (procrustes_layers, "distance", True),
     "neuronsim": (neuronsim_layers, "similarity", False),
     "mixedsim": (mixedsim_layers, "similarity", False),
     "mutual_knn": (mutual_knn_layers, "similarity", True),
 }
+
+# asymmetric measures whose two directions come from one computation: -> ((2, L1, L2), meta)
+BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuronsim": neuronsim_both_layers}
 
 
 # parameters each measure accepts (checked before any computation, so a typo is named)
@@ -101,77 +113,133 @@ def _measure(name: str):
     return MEASURES[name]
 
 
-def compute_layers(name: str, Xs, Ys, **params) -> LayerResult:
-    """`name` for every layer pair of Xs (L1, n, d1) and Ys (L2, n, d2): values (L1, L2) and meta."""
-    function, kind, symmetric = _measure(name)
-    check_params(name, params)
-    first = Xs[0] if isinstance(Xs, (list, tuple)) else Xs
-    dtype = dtype_name(first)
+def _inputs(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
     Xs_t = layers(Xs, name="Xs")
     Ys_t = layers(Ys, Xs_t.device, name="Ys")
     if Xs_t.shape[1] != Ys_t.shape[1]:
         raise ValueError(f"X and Y must have the same rows (inputs); got n={Xs_t.shape[1]} and n={Ys_t.shape[1]}")
-    values, meta = function(Xs_t, Ys_t, **params)
-    meta = {"measure": name, "kind": kind, "symmetric": symmetric, "n": int(Xs_t.shape[1]),
-            "d_x": int(Xs_t.shape[2]), "d_y": int(Ys_t.shape[2]), "dtype": dtype,
-            "device": str(device_of(first)), **params, **meta}
-    return LayerResult(values.cpu().numpy(), meta)
+    return Xs_t, Ys_t
+
+
+def _describe(name: str, params: dict, meta: dict, Xs: torch.Tensor, Ys: torch.Tensor, first) -> dict:
+    """The measure's meta with what every row records: shapes, dtype, device, and the sample-size
+    note for the measures biased at small n/k (reprsim.metrics.sample_size)."""
+    _, kind, symmetric = MEASURES[name]
+    n, d_x, d_y = int(Xs.shape[1]), int(Xs.shape[2]), int(Ys.shape[2])
+    k = sample_size.compared_dimensions(name, params, d_x, d_y, meta)
+    if k is not None:
+        meta = {**meta, "k": k, **({"warning": w} if (w := sample_size.warning(n, k)) else {})}
+    return {"measure": name, "kind": kind, "symmetric": symmetric, "n": n, "d_x": d_x, "d_y": d_y,
+            "dtype": dtype_name(first), "device": str(device_of(first)), **params, **meta}
+
+
+def _evaluator(name: str, params: dict) -> Callable:
+    """(Xs, Ys) tensors -> ((D, L1, L2) array, [meta per direction]) for `name`."""
+    function, _, symmetric = MEASURES[name]
+
+    def evaluate(Xs, Ys):
+        if symmetric:
+            values, meta = function(Xs, Ys, **params)
+            return values.cpu().numpy()[None], [meta]
+        if name in BOTH_DIRECTIONS:
+            values, meta = BOTH_DIRECTIONS[name](Xs, Ys, **params)
+            return values.cpu().numpy(), [meta, meta]
+        forward, meta_forward = function(Xs, Ys, **params)
+        backward, meta_backward = function(Ys, Xs, **params)
+        return np.stack([forward.cpu().numpy(), backward.cpu().numpy().T]), [meta_forward, meta_backward]
+
+    return evaluate
+
+
+def directed_layers(name: str, Xs, Ys, **params) -> DirectedResult:
+    """`name` for every layer pair, in both directions when it is asymmetric (see DirectedResult)."""
+    check_params(name, params)
+    first = Xs[0] if isinstance(Xs, (list, tuple)) else Xs
+    Xs_t, Ys_t = _inputs(Xs, Ys)
+    values, metas = _evaluator(name, params)(Xs_t, Ys_t)
+    sides = [(Xs_t, Ys_t), (Ys_t, Xs_t)]
+    return DirectedResult(values, [_describe(name, params, meta, *sides[d], first) for d, meta in enumerate(metas)])
+
+
+def compute_layers(name: str, Xs, Ys, **params) -> LayerResult:
+    """`name` for every layer pair of Xs (L1, n, d1) and Ys (L2, n, d2): values (L1, L2) and meta."""
+    check_params(name, params)
+    first = Xs[0] if isinstance(Xs, (list, tuple)) else Xs
+    Xs_t, Ys_t = _inputs(Xs, Ys)
+    values, meta = MEASURES[name][0](Xs_t, Ys_t, **params)
+    return LayerResult(values.cpu().numpy(), _describe(name, params, meta, Xs_t, Ys_t, first))
+
+
+def _single(result: LayerResult, X) -> Result:
+    meta = {**result.meta, "dtype": dtype_name(X), "device": str(device_of(X))}
+    per_pair = meta.pop("per_pair", None)
+    if per_pair:
+        meta.update(per_pair[(0, 0)])
+    for key, value in list(meta.items()):
+        if isinstance(value, np.ndarray):
+            meta[key] = float(value[0, 0])
+    return Result(float(result.values[0, 0]), meta)
 
 
 def compute(name: str, X, Y, **params) -> Result:
     """`name` for one pair X (n, d1), Y (n, d2): a float value and its meta."""
     X_t, Y_t = pair(X, Y)
-    result = compute_layers(name, X_t[None], Y_t[None], **params)
-    meta = {**result.meta, "dtype": dtype_name(X), "device": str(device_of(X))}
-    per_pair = meta.pop("per_pair", None)
-    if per_pair:
-        meta.update(per_pair[(0, 0)])
-    return Result(float(result.values[0, 0]), meta)
+    return _single(compute_layers(name, X_t[None], Y_t[None], **params), X)
 
 
-def null(name: str, X, Y, n_permutations: int = 200, seed: int = 0, **params) -> Result:
-    """Permutation null: `name` with the rows of Y shuffled (correspondence broken).
+def directed_null(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, **params) -> DirectedResult:
+    """Permutation null for every layer pair (and direction): one row permutation of Y per draw,
+    shared by all layer pairs and both directions (reprsim.metrics.permutation).
 
-    p-value = (1 + #{null at least as extreme}) / (1 + n_permutations), extreme meaning
-    ≥ the observed value for a similarity and ≤ for a distance.
+    statistics: null_mean, null_std and p_value (D, L1, L2); p = (1 + #{draws at least as
+    extreme}) / (1 + n_permutations), extreme meaning ≥ the observed value for a similarity and
+    ≤ for a distance. meta: the route, and where the null mean comes from.
     """
     if n_permutations < 1:
         raise ValueError(f"n_permutations must be ≥ 1; got {n_permutations}")
-    observed = compute(name, X, Y, **params)
-    X_t, Y_t = pair(X, Y)
-    generator = torch.Generator().manual_seed(seed)
-    draws = np.array([
-        compute(name, X_t, Y_t[torch.randperm(Y_t.shape[0], generator=generator).to(Y_t.device)], **params).value
-        for _ in range(n_permutations)
-    ])
-    extreme = draws >= observed.value if observed.meta["kind"] == "similarity" else draws <= observed.value
-    return Result(observed.value, {**observed.meta, "null_mean": float(draws.mean()), "null_std": float(draws.std()),
-                                   "p_value": float((1 + extreme.sum()) / (1 + n_permutations)),
-                                   "n_permutations": n_permutations, "seed": seed})
-
-
-def null_layers(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, **params) -> LayerResult:
-    """Permutation null for every layer pair: one row permutation of Y per draw, shared by all layers.
-
-    meta gains null_mean, null_std and p_value arrays (L1, L2), with p-values as in `null`.
-    """
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be ≥ 1; got {n_permutations}")
-    observed = compute_layers(name, Xs, Ys, **params)
-    Xs_t = layers(Xs, name="Xs")
-    Ys_t = layers(Ys, Xs_t.device, name="Ys")
-    generator = torch.Generator().manual_seed(seed)
-    permutations = [torch.randperm(Ys_t.shape[1], generator=generator).to(Ys_t.device) for _ in range(n_permutations)]
-    n = Xs_t.shape[1]
-    if name == "cka" and max(Xs_t.shape[0], Ys_t.shape[0]) * n * n * 8 <= GRAM_BYTES_LIMIT:
-        draws = gram_null_draws(Xs_t, Ys_t, permutations, **params).cpu().numpy()  # each Gram built once
-    else:
-        draws = np.stack([compute_layers(name, Xs_t, Ys_t[:, p], **params).values for p in permutations])
-    if observed.meta["kind"] == "similarity":
+    observed = directed_layers(name, Xs, Ys, **params)
+    Xs_t, Ys_t = _inputs(Xs, Ys)
+    perms = permutation.permutations(Ys_t.shape[1], n_permutations, seed, Ys_t.device)
+    draws, route = permutation.null_draws(name, Xs_t, Ys_t, perms, _evaluator(name, params), **params)
+    if MEASURES[name][1] == "similarity":
         extreme = draws >= observed.values[None]
     else:
         extreme = draws <= observed.values[None]
-    meta = {**observed.meta, "null_mean": draws.mean(axis=0), "null_std": draws.std(axis=0),
-            "p_value": (1 + extreme.sum(axis=0)) / (1 + n_permutations), "n_permutations": n_permutations,
-            "seed": seed}
-    return LayerResult(observed.values, meta)
+    exact = permutation.exact_null_mean(name, Xs_t.shape[1], params)
+    with warnings.catch_warnings():  # an undefined cell (NaN in every draw) stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        null_mean = np.nanmean(draws, axis=0) if exact is None else np.full(observed.values.shape, exact)
+        null_std = np.nanstd(draws, axis=0)
+    source = "exact k / (n − 1)" if exact is not None else "mean of the permutation draws"
+    metas = [{**meta, "n_permutations": n_permutations, "seed": seed, "null_route": route, "null_mean_from": source}
+             for meta in observed.metas]
+    statistics = {"null_mean": null_mean, "null_std": null_std,
+                  "p_value": (1 + extreme.sum(axis=0)) / (1 + n_permutations)}
+    return DirectedResult(observed.values, metas, statistics)
+
+
+def null_layers(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, **params) -> LayerResult:
+    """:func:`directed_null` for X→Y: meta gains null_mean, null_std and p_value arrays (L1, L2)."""
+    result = directed_null(name, Xs, Ys, n_permutations, seed, **params)
+    return LayerResult(result.values[0], {**result.metas[0], **{k: v[0] for k, v in result.statistics.items()}})
+
+
+def null(name: str, X, Y, n_permutations: int = 200, seed: int = 0, **params) -> Result:
+    """Permutation null of one pair X (n, d1), Y (n, d2): the value with null_mean, null_std, p_value."""
+    X_t, Y_t = pair(X, Y)
+    return _single(null_layers(name, X_t[None], Y_t[None], n_permutations, seed, **params), X)
+
+
+def directed_replicates(name: str, Xs, Ys, indices: np.ndarray, **params) -> tuple[np.ndarray, str]:
+    """(B, D, L1, L2) values of `name` on the row subsets `indices` (B, m), every layer pair and
+    direction, and the route that computed them (reprsim.metrics.subsample). Intervals from them:
+    reprsim.resampling.interval."""
+    check_params(name, params)
+    Xs_t, Ys_t = _inputs(Xs, Ys)
+    return subsample.replicate_draws(name, Xs_t, Ys_t, np.asarray(indices), _evaluator(name, params), **params)
+
+
+def replicate_layers(name: str, Xs, Ys, indices: np.ndarray, **params) -> tuple[np.ndarray, str]:
+    """:func:`directed_replicates` for X→Y: (B, L1, L2)."""
+    draws, route = directed_replicates(name, Xs, Ys, indices, **params)
+    return draws[:, 0], route

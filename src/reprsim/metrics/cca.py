@@ -17,7 +17,7 @@ RANK_CUTOFF = 1e-10
 DIRECTIONS = ("x", "y", "min")
 
 
-def _basis(Zc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def orthonormal_basis(Zc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """U, S, Vᵀ of centred Zc restricted to singular values above the relative cut-off."""
     U, S, Vt = torch.linalg.svd(Zc, full_matrices=False)
     keep = S > RANK_CUTOFF * S[0] if S.numel() and S[0] > 0 else torch.zeros_like(S, dtype=torch.bool)
@@ -35,7 +35,7 @@ def prepare(Z: torch.Tensor, pca_dims: int | None = None, variance: float | None
             "to compare the top principal directions instead"
         )
     Zc = centre(Z)
-    U, S, _ = _basis(Zc)
+    U, S, _ = orthonormal_basis(Zc)
     reduced_to = None
     limit = min(n - 1, d, pca_dims) if pca_dims else min(n - 1, d)
     if n <= d or (pca_dims and pca_dims < U.shape[1]):
@@ -47,7 +47,13 @@ def prepare(Z: torch.Tensor, pca_dims: int | None = None, variance: float | None
     rank = U.shape[1]
     if reduced_to is not None:
         U = U[:, :reduced_to]
-    return {"centred": Zc, "basis": U, "dims": int(U.shape[1]), "pca": U.shape[1] < rank}
+    return with_projection({"centred": Zc, "basis": U, "dims": int(U.shape[1]), "pca": U.shape[1] < rank})
+
+
+def with_projection(prepared: dict) -> dict:
+    """Adds Qᵀ Z (k × d): the neurons in the basis, which PWCCA's weights need. A row
+    permutation of the centred data and its basis leaves it unchanged, so nulls reuse it."""
+    return {**prepared, "projection": prepared["basis"].T @ prepared["centred"]}
 
 
 def canonical(px: dict, py: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -57,26 +63,45 @@ def canonical(px: dict, py: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
 
 
 def pwcca_weights(prepared: dict, rotation: torch.Tensor) -> torch.Tensor:
-    """α_i = Σ_j |<h_i, z_j>| with h_i the orthonormal canonical variates and z_j the centred neurons."""
-    variates = prepared["basis"] @ rotation  # (n, c), orthonormal columns
-    return (variates.T @ prepared["centred"]).abs().sum(dim=1)
+    """α_i = Σ_j |<h_i, z_j>| with h_i = Q a_i the orthonormal canonical variates and z_j the centred
+    neurons: hᵢᵀ z_j = a_iᵀ (Qᵀ z_j), from the prepared projection."""
+    return (rotation.T @ prepared["projection"]).abs().sum(dim=1)
 
 
 def cca_from(px: dict, py: dict) -> tuple[float, dict]:
-    rho, _, _ = canonical(px, py)
+    rho = torch.linalg.svdvals(px["basis"].T @ py["basis"]).clamp(0.0, 1.0)  # no rotations needed
     return float(rho.mean()), {"mean_rho_squared": float((rho**2).mean()), "rho": rho.tolist()}
 
 
 def pwcca_from(px: dict, py: dict, direction: str) -> tuple[float, dict]:
+    (value, _), meta = pwcca_both_from(px, py, direction)
+    return value, meta
+
+
+def pwcca_sides(direction: str, d_x: int, d_y: int) -> tuple[str, str]:
+    """Whose neurons weigh PWCCA(X→Y) and PWCCA(Y→X), as sides ("x", "y") of one X, Y computation.
+
+    "min": the narrower side's in both directions; on a tie each direction weighs by its own X.
+    """
+    if direction == "x":
+        return "x", "y"
+    if direction == "y":
+        return "y", "x"
+    if d_x == d_y:
+        return "x", "y"
+    return ("x", "x") if d_x < d_y else ("y", "y")
+
+
+def pwcca_both_from(px: dict, py: dict, direction: str) -> tuple[tuple[float, float], dict]:
+    """PWCCA(X→Y) and PWCCA(Y→X) from one CCA (the correlations are shared; only the weights differ)."""
     rho, A, B = canonical(px, py)
     values = {}
     for side, prepared, rotation in (("x", px, A), ("y", py, B)):
         alpha = pwcca_weights(prepared, rotation[:, : rho.numel()])
         values[side] = float((alpha * rho).sum() / alpha.sum())
-    if direction == "min":
-        direction = "x" if px["centred"].shape[1] <= py["centred"].shape[1] else "y"
-    return values[direction], {"weights_from": direction, "pwcca_x": values["x"], "pwcca_y": values["y"],
-                               "rho": rho.tolist()}
+    forward, backward = pwcca_sides(direction, px["centred"].shape[1], py["centred"].shape[1])
+    return (values[forward], values[backward]), {"weights_from": forward, "pwcca_x": values["x"],
+                                                 "pwcca_y": values["y"], "rho": rho.tolist()}
 
 
 def check_params(kind: str, params: dict) -> None:

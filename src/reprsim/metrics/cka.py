@@ -135,19 +135,41 @@ def gram_null_draws(Xs, Ys, permutations: list[torch.Tensor], kernel: str = "lin
                     threshold: float = 1.0) -> torch.Tensor:
     """CKA of every layer pair with Y's rows permuted, for each permutation: (P, L1, L2).
 
-    Permuting Y's rows permutes its Gram matrices (K → K[p][:, p], the RBF median
-    included), so each Gram is built once and every draw costs O(L n²).
+    Permuting Y's rows permutes its Gram matrices (K -> K[p][:, p], the RBF median included)
+    and every HSIC term built from them (centred Gram, zeroed-diagonal Gram, row sums), so the
+    terms are built once and a draw is one gather and one product, O(L n²).
     """
     n = Xs.shape[1]
     _check(kernel, estimator, n)
     terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
     self_x = _hsic_self(terms_x, estimator, n)
-    grams_y = gram(Ys, kernel, threshold)
-    self_y = _hsic_self(_hsic_terms(grams_y, estimator), estimator, n)  # invariant under permutation
+    terms_y = _hsic_terms(gram(Ys, kernel, threshold), estimator)
+    self_y = _hsic_self(terms_y, estimator, n)  # invariant under permutation
+    square_y = terms_y[0].reshape(-1, n, n)
     draws = []
     for p in permutations:
-        terms_y = _hsic_terms(grams_y[:, p][:, :, p], estimator)
-        draws.append(_normalise(_hsic_cross(terms_x, terms_y, estimator, n), self_x, self_y))
+        flat = square_y[:, p][:, :, p].reshape(len(square_y), -1)
+        permuted = (flat,) if estimator == "biased" else (flat, terms_y[1], terms_y[2][:, p])
+        draws.append(_normalise(_hsic_cross(terms_x, permuted, estimator, n), self_x, self_y))
+    return torch.stack(draws)
+
+
+def gram_subsample_draws(Xs, Ys, rows: list[torch.Tensor], kernel: str = "linear", estimator: str = "biased",
+                         threshold: float = 1.0) -> torch.Tensor:
+    """CKA of every layer pair on each subset of rows in `rows`: (R, L1, L2).
+
+    Each Gram is built once on all rows and restricted to a subset (then centred again, by
+    the estimator); the RBF bandwidth stays the one set on all rows, part of the kernel.
+    """
+    grams_x, grams_y = gram(Xs, kernel, threshold), gram(Ys, kernel, threshold)
+    draws = []
+    for idx in rows:
+        m = len(idx)
+        _check(kernel, estimator, m)
+        terms_x = _hsic_terms(grams_x[:, idx][:, :, idx], estimator)
+        terms_y = _hsic_terms(grams_y[:, idx][:, :, idx], estimator)
+        draws.append(_normalise(_hsic_cross(terms_x, terms_y, estimator, m), _hsic_self(terms_x, estimator, m),
+                                _hsic_self(terms_y, estimator, m)))
     return torch.stack(draws)
 
 

@@ -16,7 +16,11 @@ def neighbours(Zs: torch.Tensor, k: int) -> torch.Tensor:
     if (norms == 0).any():
         raise ValueError("a row is all zeros; its cosine neighbours are undefined")
     unit = Zs / norms
-    similarity = unit @ unit.transpose(-1, -2)
+    return neighbours_from_similarity(unit @ unit.transpose(-1, -2), k)
+
+
+def neighbours_from_similarity(similarity: torch.Tensor, k: int) -> torch.Tensor:
+    """(L, n, n) 0/1 matrices marking each row's k most similar other rows (consumes `similarity`)."""
     similarity.diagonal(dim1=-2, dim2=-1).fill_(float("-inf"))
     marks = torch.zeros_like(similarity)
     return marks.scatter_(-1, similarity.topk(k, dim=-1).indices, 1.0)

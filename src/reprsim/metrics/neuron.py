@@ -23,13 +23,22 @@ def _zscore(Z: torch.Tensor, name: str) -> torch.Tensor:
 
 def neuronsim_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, dict]:
     """Mean over X's neurons of the largest |Pearson r| with any neuron of Y, for all layer pairs."""
+    values, meta = neuronsim_both_layers(Xs, Ys)
+    return values[0], {**meta, "direction": "x->y"}
+
+
+def neuronsim_both_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """neuronsim(X→Y) and neuronsim(Y→X)ᵀ, (2, L1, L2), from one correlation matrix per layer pair:
+    the largest |r| over Y's neurons for each of X's, and over X's for each of Y's."""
     Zx, Zy = _zscore(Xs, "X"), _zscore(Ys, "Y")
     L2, n, d2 = Zy.shape
     Y_all = Zy.permute(1, 0, 2).reshape(n, L2 * d2)
-    values = torch.stack([
-        (Zx_layer.T @ Y_all / n).abs().reshape(-1, L2, d2).amax(dim=2).mean(dim=0) for Zx_layer in Zx
-    ])
-    return values, {"direction": "x->y"}
+    forward, backward = [], []
+    for Zx_layer in Zx:
+        correlations = (Zx_layer.T @ Y_all / n).abs().reshape(-1, L2, d2)  # (d1, L2, d2)
+        forward.append(correlations.amax(dim=2).mean(dim=0))
+        backward.append(correlations.amax(dim=0).mean(dim=1))
+    return torch.stack([torch.stack(forward), torch.stack(backward)]), {"directions": ["x->y", "y->x"]}
 
 
 def mixedsim_layers(Xs: torch.Tensor, Ys: torch.Tensor, pca_dims: int | None = None) -> tuple[torch.Tensor, dict]:
