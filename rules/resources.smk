@@ -113,8 +113,12 @@ def compare_mem_mb(wildcards, input, attempt):
 
 
 def compare_runtime(wildcards, input, attempt):
-    return job_resources.compare_runtime(_store_facts(input.a), _store_facts(input.b),
-                                         config["similarity"]["split"], config["measures"], attempt)
+    similarity = config["similarity"]
+    draws = {label: {**spec, "null_permutations": spec["null_permutations"] or similarity["chance"]["permutations"],
+                     "resamples": spec["resamples"] or similarity["intervals"]["resamples"]}
+             for label, spec in config["measures"].items()}
+    return job_resources.compare_runtime(_store_facts(input.a), _store_facts(input.b), similarity["split"], draws,
+                                         attempt)
 
 
 # ----------------------------------------------------------------- align

@@ -6,6 +6,7 @@ in a key fails in seconds with a message naming the key and what is allowed.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -238,7 +239,53 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     extraction = config["extraction"]
     if not extraction.get("datasets"):
         extraction["datasets"] = sorted(config["datasets"])
+    for message in sample_size_warnings(config):
+        warnings.warn(message, SampleSizeWarning, stacklevel=2)
     return config
+
+
+class SampleSizeWarning(UserWarning):
+    """The similarity split may be too small for a configured measure (docs/numerics.md, rows needed)."""
+
+
+CCA_FAMILY = ("cca", "svcca", "pwcca")
+RATIO = 5  # rows per compared dimension below which values carry a warning (reprsim.metrics.sample_size)
+
+
+def sample_size_warnings(config: dict) -> list[str]:
+    """What the config alone says about rows per compared dimension, before any data exists.
+
+    The rows are at most extraction.max_examples (when set); every interval rests on half of
+    them. The CCA family compares k = k_x + k_y dimensions (2·pca_dims at most), mixedsim
+    pca_dims, mutual k-NN needs k below the half-sample's rows.
+    """
+    rows = config.get("extraction", {}).get("max_examples")
+    half = rows // 2 if rows else None
+    out = []
+    for label, spec in config.get("measures", {}).items():
+        name, params = spec["measure"], spec.get("params") or {}
+        pca_dims = params.get("pca_dims")
+        where = f"measures.{label} ({name})"
+        if name in CCA_FAMILY and pca_dims is None:
+            out.append(f"{where} has no pca_dims: it compares k_x + k_y = every dimension of both models "
+                       f"(768 for two 384-wide models), which needs ≥ {RATIO}·k rows to be read without a "
+                       "warning and is undefined above n − 1; set pca_dims (the default uses 64)")
+        elif name in CCA_FAMILY and rows:
+            k = 2 * pca_dims
+            if rows - 1 < k:
+                out.append(f"{where}: extraction.max_examples = {rows} rows cannot support k_x + k_y = {k} "
+                           f"(needs n − 1 ≥ k): every value undefined")
+            elif rows < RATIO * k:
+                out.append(f"{where}: {rows} rows < {RATIO}·(k_x + k_y) = {RATIO * k}: values biased upward, "
+                           "rows carry a warning")
+            if half - 1 < k:
+                out.append(f"{where}: half-samples of {half} rows cannot support k_x + k_y = {k}: no interval")
+        if name == "mixedsim" and pca_dims is not None and rows and rows < RATIO * pca_dims:
+            out.append(f"{where}: {rows} rows < {RATIO}·pca_dims = {RATIO * pca_dims}: values biased upward")
+        if name == "mutual_knn" and half is not None and params.get("k", 10) >= half:
+            out.append(f"{where}: k = {params.get('k', 10)} is not below the {half} rows of a half-sample: "
+                       "no interval")
+    return out
 
 
 def first_label(measures: dict, name: str) -> str | None:

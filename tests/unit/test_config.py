@@ -6,7 +6,7 @@ import time
 import pytest
 from conftest import REPO, copy_workflow, snakemake
 
-from reprsim.config import ConfigError, load_yaml, validate_config
+from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
 
 
 @pytest.fixture()
@@ -167,3 +167,21 @@ def test_layer_views_need_the_fine_tuning_dataset_extracted(default_config):
     assert "extraction.datasets leaves out" in problems_of(default_config)
     default_config["finetune_eval"] = {"layer_views": False}
     validate_config(default_config)
+
+
+def test_the_validator_warns_when_the_similarity_rows_are_too_few_for_a_measure(default_config):
+    default_config["extraction"]["max_examples"] = 200
+    default_config["measures"] = {
+        "pw": {"measure": "pwcca", "params": {"pca_dims": 64}},  # k = 128: 200 rows < 640, half-samples of 100 < 129
+        "cca": {"measure": "cca"},  # no pca_dims: every dimension
+        "knn": {"measure": "mutual_knn", "params": {"k": 150}},
+        "fine": {"measure": "svcca", "params": {"pca_dims": 8}},  # 200 ≥ 5 · 16
+    }
+    with pytest.warns(SampleSizeWarning) as caught:
+        validate_config(default_config)
+    messages = [str(w.message) for w in caught]
+    assert any("measures.pw (pwcca): 200 rows < 5·(k_x + k_y) = 640" in m for m in messages)
+    assert any("measures.pw (pwcca): half-samples of 100 rows cannot support k_x + k_y = 128" in m for m in messages)
+    assert any("measures.cca (cca) has no pca_dims" in m for m in messages)
+    assert any("measures.knn (mutual_knn): k = 150" in m for m in messages)
+    assert not any("measures.fine" in m for m in messages)

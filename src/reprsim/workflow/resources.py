@@ -117,9 +117,10 @@ def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int) -> int:
 
 def compare_runtime(a: Mapping, b: Mapping, split: str, measures: Mapping[str, Mapping], attempt: int) -> int:
     """Every measure for every layer pair of the compared rows (a null costs about a tenth of a
-    measure per permutation)."""
+    measure per permutation, a half-sample replicate about a twentieth)."""
     _, compared, widths = pair_sizes(a, b, split)
-    cost = sum(1 + spec.get("null_permutations", 0) / 10 for spec in measures.values())
+    cost = sum(1 + (spec.get("null_permutations") or 0) / 10 + (spec.get("resamples") or 0) / 20
+               for spec in measures.values())
     flops = 2 * compared * widths[0] * widths[1] * cost
     return minutes(flops, CORE_FLOPS, attempt)
 
