@@ -8,9 +8,10 @@ rows, the spread of the m-row values θ*_m around their mean is (1/m − 1/n)σ�
 n-row estimate's own spread σ²/n when m = n/2 (finite-population correction); `scale`
 corrects the remaining factor for other m. Subsamples also differ from the full sample in
 small-sample bias (CCA, biased CKA grow as rows get fewer), so the replicates are recentred on
-their mean and the interval is the estimate plus their percentiles:
+their median (which keeps the estimate inside the interval however skewed they are) and the
+interval is the estimate plus their percentiles:
 
-    [θ̂ + s·q_{(1−c)/2}(θ* − mean θ*),  θ̂ + s·q_{(1+c)/2}(θ* − mean θ*)],  s = sqrt(m / (n − m)).
+    [θ̂ + s·q_{(1−c)/2}(θ* − med θ*),  θ̂ + s·q_{(1+c)/2}(θ* − med θ*)],  s = sqrt(m / (n − m)).
 
 Every pair job of one split draws the same subsets (same n, same seed), so replicate r of one
 model pair and replicate r of another rest on the same rows: a statistic that combines pairs
@@ -66,7 +67,7 @@ def interval(estimate, replicates, n: int, m: int, confidence: float = 0.95):
     if usable.any():
         with warnings.catch_warnings():  # all-NaN entries warn; they are masked below
             warnings.simplefilter("ignore", RuntimeWarning)
-            centred = (replicates - np.nanmean(replicates, axis=0)) * scale(n, m)
+            centred = (replicates - np.nanmedian(replicates, axis=0)) * scale(n, m)
             lower, upper = np.nanquantile(centred, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0)
         low = np.where(usable, estimate + lower, np.nan)
         high = np.where(usable, estimate + upper, np.nan)

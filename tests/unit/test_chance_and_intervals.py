@@ -108,17 +108,24 @@ def test_the_half_sample_interval_covers_the_population_cka_at_about_the_nominal
     rng = np.random.default_rng(5)
     A, B = rng.normal(size=(3, 3)), rng.normal(size=(3, 2))
     truth = _population_linear_cka(A, B, noise=1.5)
-    n, trials, covered = 300, 120, 0
+    n, trials, covered = 240, 100, 0
     for t in range(trials):
         Z = rng.normal(size=(n, 3))
         X = Z @ A + 1.5 * rng.normal(size=(n, 3))
         Y = Z @ B + 1.5 * rng.normal(size=(n, 2))
-        indices = half_samples(n, 60, seed=t)
+        indices = half_samples(n, 40, seed=t)
         estimate = compute("cka", X, Y, estimator=estimator).value
         draws = replicate_layers("cka", X[None], Y[None], indices, estimator=estimator)[0][:, 0, 0]
         low, high = interval(estimate, draws, n, indices.shape[1])
         covered += low <= truth <= high
     assert 0.87 <= covered / trials <= 0.99
+
+
+def test_the_interval_contains_the_estimate_however_skewed_the_replicates():
+    replicates = np.r_[np.zeros(49), 100.0]  # above the 97.5% point of a mean-centred version
+    low, high = interval(0.3, replicates, n=100, m=50)
+    assert low <= 0.3 <= high
+    assert np.isnan(interval(np.nan, replicates, 100, 50)).all()  # an undefined value has no interval
 
 
 def test_cca_is_undefined_with_its_reason_when_dimensions_exceed_the_rows_and_warns_below_five_rows_each():
