@@ -96,7 +96,8 @@ def _knn_draws(Xs, Ys, rows, k: int) -> np.ndarray:
     sim_x, sim_y = _cosine(Xs), _cosine(Ys)
     draws = []
     for idx in rows:
-        nx = neighbours_from_similarity(sim_x[:, idx][:, :, idx], k).flatten(1)
-        ny = neighbours_from_similarity(sim_y[:, idx][:, :, idx], k).flatten(1)
-        draws.append((nx @ ny.T / (k * len(idx))).cpu().numpy())
+        # 0/1 marks and overlap counts are exact in float32
+        nx = neighbours_from_similarity(sim_x[:, idx][:, :, idx], k).flatten(1).float()
+        ny = neighbours_from_similarity(sim_y[:, idx][:, :, idx], k).flatten(1).float()
+        draws.append((nx @ ny.T).double().cpu().numpy() / (k * len(idx)))
     return np.stack(draws)
