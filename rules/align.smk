@@ -10,6 +10,7 @@ rule align_layers:
         code=code("align_layers"),
     output:
         table=paths.ALIGNER_TABLE,
+        rows=paths.ALIGNER_ROWS,
     log:
         paths.log(paths.ALIGNER_TABLE),
     params:

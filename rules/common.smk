@@ -98,7 +98,10 @@ TARGETS = {
     "datasets": [dataset_dir(d) for d in DATASETS],
     "models": [model_dir(m) for m in MODELS],
     "stores": [store(d, m) for d in EXTRACT_ON for m in MODELS],
+    "findings": [paths.FINDINGS],
     "pair_summary": paths.PAIR_SUMMARY,
+    "model_summary_figures": [paths.MODEL_SUMMARY_FIGURE.format(representation=r, dataset=d)
+                              for r in REPRESENTATIONS for d in EXTRACT_ON],
     "heatmaps": per_pair(paths.PAIR_HEATMAP, REPRESENTATIONS, EXTRACT_ON, PAIRS),
     "model_distances": [paths.MODEL_DISTANCES] if DISTANCES else [],
     "model_distance_figure": [paths.MODEL_DISTANCE_FIGURE] if DISTANCES else [],

@@ -1,8 +1,11 @@
 # Stage report: one figure per table (the figure registry, reprsim.stages.report.figures), then the
-# HTML report assembled from sections. Captions: src/reprsim/stages/report/captions/*.rst, which the
-# HTML report shows too.
+# HTML report: a main page (findings, summaries) and linked detail pages, assembled from sections.
+# Captions: src/reprsim/stages/report/captions/*.rst, which the HTML report shows too.
 CAPTIONS = "../src/reprsim/stages/report/captions"
 CAPTION_FILES = sorted(glob.glob(os.path.join(workflow.basedir, "src/reprsim/stages/report/captions/*.rst")))
+# label -> measure, for grouping panels by family; sorted so that reordering the config (or a tool
+# that rewrites it) changes no figure's params and reruns nothing
+FIGURE_MEASURES = {label: config["measures"][label]["measure"] for label in sorted(config["measures"])}
 
 
 rule pair_heatmap:
@@ -21,7 +24,7 @@ rule pair_heatmap:
         paths.log(paths.PAIR_HEATMAP),
     params:
         figure="heatmap",
-        options={},
+        options={"measures": FIGURE_MEASURES},
     threads: 1
     conda:
         "../envs/report.yaml"
@@ -111,9 +114,39 @@ rule aligner_figure:
         "../scripts/plot_figure.py"
 
 
+rule model_summary_figure:
+    input:
+        table=paths.PAIR_SUMMARY,
+        code=code("plot_figure"),
+    output:
+        figure=report(
+            paths.MODEL_SUMMARY_FIGURE,
+            category="Similarity",
+            subcategory="{representation} pooling, {dataset}",
+            caption=f"{CAPTIONS}/model_summary.rst",
+        ),
+    log:
+        paths.log(paths.MODEL_SUMMARY_FIGURE),
+    params:
+        figure="model_summary",
+        options=lambda wildcards: {
+            "dataset": wildcards.dataset,
+            "representation": wildcards.representation,
+            "measures": FIGURE_MEASURES,
+            "split": config["similarity"]["split"],
+            "confidence": config["similarity"]["intervals"]["confidence"],
+        },
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
 rule model_distance_figure:
     input:
         table=paths.MODEL_DISTANCES,
+        summary=paths.PAIR_SUMMARY,  # the CKA chance level, for the distance at chance
         code=code("plot_figure"),
     output:
         figure=report(paths.MODEL_DISTANCE_FIGURE, category="Similarity", caption=f"{CAPTIONS}/model_distance.rst"),
@@ -147,18 +180,33 @@ rule localization_figure:
         "../scripts/plot_figure.py"
 
 
+# The report's pages: the main page always, a detail page when it has something to show
+# (reprsim.stages.report.html.PAGES names the inputs of each, and checks that these agree).
+REPORT_PAGES = {
+    "index": paths.REPORT,
+    "pairs": paths.REPORT_PAIRS,
+    **({"models": paths.REPORT_MODELS} if any(TARGETS[name] for name in (
+        "truncation_figures", "skip_figures", "layer_view_figures", "layer_blocks")) else {}),
+    **({"alignment": paths.REPORT_ALIGNMENT} if any(TARGETS[name] for name in (
+        "aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")) else {}),
+}
+
+
 rule report:
     input:
         **TARGETS,
         code=code("build_report"),
-        captions=CAPTION_FILES,  # the page shows them: an edited caption rebuilds it
+        captions=CAPTION_FILES,  # the pages show them: an edited caption rebuilds them
     output:
-        html=paths.REPORT,
+        **REPORT_PAGES,
     log:
         paths.log(paths.REPORT),
     params:
         title=config["report"]["title"],
         task_metrics={m: task_metric(m) for m in FINETUNED},
+        split=config["similarity"]["split"],
+        confidence=config["similarity"]["intervals"]["confidence"],
+        measures={label: spec["measure"] for label, spec in config["measures"].items()},
     threads: 1
     conda:
         "../envs/report.yaml"

@@ -1,4 +1,5 @@
-"""Snakemake entry point: every aligner between the layers of two models (rules/align.smk)."""
+"""Snakemake entry point: every aligner between the layers of two models, and each held-out example's
+error (rules/align.smk)."""
 import json
 
 import torch
@@ -9,8 +10,11 @@ from reprsim.stages.align.layers import align_layers
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
     aligners = {label: tuple(spec) for label, spec in json.loads(snakemake.params.aligners).items()}
-    table = align_layers(snakemake.input.a, snakemake.input.b, snakemake.wildcards.representation, aligners,
-                         json.loads(snakemake.params.splits), layers=snakemake.params.layers, seed=snakemake.params.seed)
-    table["dataset"] = snakemake.wildcards.dataset
-    table["model_a"], table["model_b"] = snakemake.wildcards.model_a, snakemake.wildcards.model_b
+    table, examples = align_layers(snakemake.input.a, snakemake.input.b, snakemake.wildcards.representation,
+                                   aligners, json.loads(snakemake.params.splits), layers=snakemake.params.layers,
+                                   seed=snakemake.params.seed)
+    for frame in (table, examples):
+        frame["dataset"] = snakemake.wildcards.dataset
+        frame["model_a"], frame["model_b"] = snakemake.wildcards.model_a, snakemake.wildcards.model_b
+    examples.to_parquet(snakemake.output.rows, index=False)
     table.to_parquet(snakemake.output.table, index=False)

@@ -38,13 +38,20 @@ def test_layer_pairs_follow_relative_depth():
 
 
 def test_align_layers_is_tidy_and_scores_the_configured_splits(stores):
-    table = align_layers(stores["bert"], stores["gpt2"], "mean", FAST, SPLITS)
+    table, examples = align_layers(stores["bert"], stores["gpt2"], "mean", FAST, SPLITS)
     pairs = layer_pairs(2, 3, "matching")
     assert len(table) == len(pairs) * len(FAST) * 2 * 2  # layer pairs x aligners x directions x (fit, score)
     assert set(table["role"]) == {"fit", "score"} and set(table["split"]) == {"train", "test"}
     assert set(table["direction"]) == {"a->b", "b->a"}
     assert set(zip(table["layer_a"], table["layer_b"])) == set(pairs)
     assert (table["rel_error"] >= 0).all() and table["n"].isin([40, 20]).all()
+    # every held-out example's error, from which the score split's rel_error is recomputed exactly
+    cell = ["layer_a", "layer_b", "direction", "aligner"]
+    assert set(examples["role"]) == {"score"} and len(examples) == len(pairs) * len(FAST) * 2 * 20
+    sums = examples.groupby(cell)[["sq_error", "target_sq"]].sum()
+    scored = table[table["role"] == "score"].set_index(cell)["rel_error"]
+    assert np.sqrt(sums["sq_error"] / sums["target_sq"]).loc[scored.index].to_numpy() == pytest.approx(
+        scored.to_numpy(), rel=1e-10)
 
 
 def test_synthetic_table_names_layers_from_the_top(stores):

@@ -1,4 +1,4 @@
-"""The report stage's HTML page, built from small hand-made tables and figures (no workflow run)."""
+"""The report stage's pages and figures, built from small hand-made tables and figures (no workflow run)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,21 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from reprsim.stages.report.html import SECTIONS, ReportInputs, build_report, caption  # noqa: E402
+from reprsim.stages.report import figures  # noqa: E402
+from reprsim.stages.report.html import PAGES, ReportInputs, _paragraphs, build_report, caption  # noqa: E402
 
 CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / "report" / "captions"
-# Every h2 heading the report can show, in the documented order of its sections.
-ORDER = ["Datasets", "Models", "Activation stores", "Layer-by-layer similarity", "Model distance", "Localization",
-         "Aligners", "Fine-tuned models: truncation and layer similarity", "Fine-tuned models: skipping blocks"]
 PNG = b"\x89PNG\r\n\x1a\n"
+MAIN_HEADINGS = ["Findings", "Model × model summary per measure family", "Model distance and clustering", "Provenance"]
+FILES = {"index": "index.html", "pairs": "pairs.html", "models": "models.html", "alignment": "alignment.html"}
+FT = ["tiny-ft-s1", "tiny-ft-s2"]
+MODELS = ["tiny-bert", *FT]
+PAIRS = [("tiny-bert", "tiny-ft-s1"), ("tiny-bert", "tiny-ft-s2"), ("tiny-ft-s1", "tiny-ft-s2")]
 
 
 def _png(path: Path) -> str:
@@ -47,18 +51,54 @@ def _meta_dir(path: Path, meta: dict) -> str:
     return str(path)
 
 
+def _summary_rows() -> list[dict]:
+    """pair_summary as the contracts define it: linear CKA (symmetric) and neuronsim (both directions);
+    the pair of seeds is beyond chance under CKA, the others are not."""
+    rows = []
+    for a, b in PAIRS:
+        seeds = a.startswith("tiny-ft")
+        rows.append({"dataset": "tiny", "representation": "mean", "model_a": a, "model_b": b, "measure": "linear_cka",
+                     "kind": "similarity", "direction": "symmetric", "n_layers": 3,
+                     "mean_over_matching_layers": 0.8 if seeds else 0.2, "null_mean": 0.15,
+                     "ci_low": 0.75 if seeds else 0.1, "ci_high": 0.85 if seeds else 0.3, "beyond_chance": seeds,
+                     "largest_null_p": 0.01, "n": 15, "warning": ""})
+        for direction, value in (("a->b", 0.6), ("b->a", 0.4)):
+            rows.append({**rows[-1], "measure": "neuronsim", "direction": direction, "mean_over_matching_layers": value,
+                         "ci_low": value - 0.05, "ci_high": value + 0.05, "null_mean": 0.3, "beyond_chance": True,
+                         "warning": "n/k = 15/32 < 5"})
+    return rows
+
+
+FINDINGS = [
+    {"claim_id": "adjacent", "claim": "Adjacent layers are more similar than distant ones",
+     "source": "Kornblith et al.",
+     "statistic": "CKA(l, l+1) − CKA(l, l+3)", "models": "all", "measure": "linear_cka", "estimate": 0.21,
+     "ci_low": 0.18, "ci_high": 0.24, "reference": 0.0, "reference_kind": "zero", "n": 15, "verdict": "supported",
+     "reason": "the interval lies above zero"},
+    {"claim_id": "inn", "claim": "The INN aligns better than the linear map", "source": "Ren et al. 2023, Table 4",
+     "statistic": "linear − INN relative error", "models": "tiny-bert vs tiny-ft-s1", "measure": "",
+     "estimate": -0.01, "ci_low": -0.02, "ci_high": -0.004, "reference": 0.0, "reference_kind": "zero", "n": 15,
+     "verdict": "contradicted", "reason": "the interval lies below zero: the linear map is better; 6 cells"},
+    {"claim_id": "groups", "claim": "Models of the same group are closer", "source": "Brown et al. 2023",
+     "statistic": "between − within groups", "models": "", "measure": "linear_cka", "estimate": np.nan,
+     "ci_low": np.nan, "ci_high": np.nan, "reference": np.nan, "reference_kind": "", "n": 15,
+     "verdict": "not applicable", "reason": "one group only: nothing to compare it with"},
+]
+
+
 @pytest.fixture
 def inputs(tmp_path) -> dict:
-    """Named inputs as the report rule passes them; no stores and no localization (those sections stay out)."""
+    """Named inputs as the report rule passes them; no stores and no localization (those stay out)."""
     r = tmp_path / "results"
-    ft = ["tiny-ft-s1", "tiny-ft-s2"]
     base = {"source": "init", "architecture": "bert", "n_layers": 2, "hidden_size": 32, "n_parameters": 1.2e6}
     models = [_meta_dir(r / "models" / "tiny-bert", {"name": "tiny-bert", "seed": 0, **base})]
-    models += [_meta_dir(r / "models" / m, {"name": m, **base, "source": "finetune", "parent": "tiny-bert",
-                                           "validation_accuracy": 0.7, "content_hash": "ab" * 32}) for m in ft]
-    pairs = [("tiny-bert", "tiny-ft-s1"), ("tiny-ft-s1", "tiny-ft-s2")]
-    truncation = [{"model": m, "layer": layer, "mode": mode, "metric": metric, "value": 0.5 + 0.1 * layer}
-                  for m in ft for metric in ("accuracy", "matthews_correlation")
+    models += [_meta_dir(r / "models" / m, {"name": m, **base, "source": "finetune", "parent": "tiny-bert", "seed": k,
+                                           "dataset": "tiny", "validation_accuracy": 0.7, "content_hash": "ab" * 32})
+               for k, m in enumerate(FT, 1)]
+    shown = [("tiny-bert", "tiny-ft-s1"), ("tiny-ft-s1", "tiny-ft-s2")]
+    truncation = [{"model": m, "layer": layer, "mode": mode, "metric": metric, "value": 0.5 + 0.1 * layer,
+                   "split": "validation", "n": 15}
+                  for m in FT for metric in ("accuracy", "matthews_correlation")
                   for mode, layers in (("UNTUNED", [0, 1, 2]), ("TUNED", [0, 1, 2]), ("FULL", [2]), ("MAJORITY", [-1]))
                   for layer in layers]
     aligned = [{"layer_a": layer, "layer_b": layer, "direction": direction, "aligner": aligner, "method": aligner,
@@ -72,26 +112,27 @@ def inputs(tmp_path) -> dict:
             "sizes": {"train": 30, "validation": 15, "test": 15}, "content_hash": "cd" * 32})],
         "models": models,
         "stores": [],
-        "pair_summary": _parquet(r / "tables" / "pair_summary.parquet", [
-            {"model_a": a, "model_b": b, "measure": "linear_cka", "direction": "symmetric",
-             "mean_over_matching_layers": 0.8, "null_mean": 0.1, "largest_null_p": 0.05} for a, b in pairs]),
-        "heatmaps": [_png(r / "figures" / "pairs" / "mean" / "tiny" / f"{a}__{b}.png") for a, b in pairs],
+        "findings": [_parquet(r / "tables" / "findings.parquet", FINDINGS)],
+        "pair_summary": _parquet(r / "tables" / "pair_summary.parquet", _summary_rows()),
+        "model_summary_figures": [_png(r / "figures" / "summary" / "model_summary" / "mean" / "tiny.png")],
+        "heatmaps": [_png(r / "figures" / "pairs" / "mean" / "tiny" / f"{a}__{b}.png") for a, b in shown],
         "model_distances": [_parquet(r / "tables" / "model_distances.parquet", [
-            {"measure": "linear_cka", "depth": 2, "model_a": a, "model_b": b, "distance": float(a != b)}
-            for a in ["tiny-bert", *ft] for b in ["tiny-bert", *ft]])],
+            {"dataset": "tiny", "representation": "mean", "measure": "linear_cka", "depth": 2, "model_a": a,
+             "model_b": b, "distance": float(a != b), "ci_low": 0.9 * (a != b), "ci_high": 1.1 * (a != b)}
+            for a in MODELS for b in MODELS])],
         "model_distance_figure": [_png(r / "figures" / "summary" / "model_distance.png")],
         "localization": [],
         "localization_figure": [],
         "truncation_tables": [_parquet(r / "finetune" / m / "truncation.parquet",
-                                       [row for row in truncation if row["model"] == m]) for m in ft],
-        "truncation_figures": [_png(r / "figures" / "finetune" / m / "truncation.png") for m in ft],
+                                       [row for row in truncation if row["model"] == m]) for m in FT],
+        "truncation_figures": [_png(r / "figures" / "finetune" / m / "truncation.png") for m in FT],
         "skip_tables": [],
-        "skip_figures": [_png(r / "figures" / "finetune" / m / "skip.png") for m in ft],
+        "skip_figures": [_png(r / "figures" / "finetune" / m / "skip.png") for m in FT],
         "layer_views": [],
         "layer_blocks": [_parquet(r / "finetune" / m / "layer_blocks.parquet", [
             {"model": m, "view": view, "split": 2, "contrast": 0.3, "within": 0.9, "between": 0.6}
-            for view in ("ORIG–ORIG", "FT–FT")]) for m in ft],
-        "layer_view_figures": [_png(r / "figures" / "finetune" / m / "layer_views.png") for m in ft],
+            for view in ("ORIG–ORIG", "FT–FT")]) for m in FT],
+        "layer_view_figures": [_png(r / "figures" / "finetune" / m / "layer_views.png") for m in FT],
         "aligner_tables": [_parquet(r / "align" / "mean" / "tiny" / "tiny-bert__tiny-ft-s1.parquet", aligned)],
         "aligner_figures": [_png(r / "figures" / "align" / "mean" / "tiny" / "tiny-bert__tiny-ft-s1.png")],
         "synthetic_tables": [_parquet(r / "align" / "synthetic" / "tiny" / "tiny-bert.parquet", [
@@ -105,87 +146,216 @@ def inputs(tmp_path) -> dict:
     }
 
 
-def _figures(named: dict) -> int:
-    return sum(len(paths) for name, paths in named.items() if name == "heatmaps" or "figure" in name)
-
-
-def _page(tmp_path, named) -> str:
-    out = tmp_path / "report" / "index.html"
-    build_report(out, ReportInputs.from_named(named, title="Tiny <report>",
-                                              task_metrics={"tiny-ft-s1": "accuracy", "tiny-ft-s2": "accuracy"}))
-    assert [p.name for p in out.parent.iterdir()] == ["index.html"]  # written atomically: no temporary left
-    return out.read_text()
+def _report(tmp_path, named, pages=tuple(FILES)) -> dict[str, str]:
+    """Build the report's pages into tmp_path/report; page name -> HTML."""
+    out = tmp_path / "report"
+    build_report({name: out / FILES[name] for name in pages},
+                 ReportInputs.from_named(named, title="Tiny <report>", task_metrics={m: "accuracy" for m in FT},
+                                         split="test", confidence=0.9,
+                                         measures={"linear_cka": "cka", "neuronsim": "neuronsim"}))
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES[name] for name in pages)  # atomic: no temporaries
+    return {name: (out / FILES[name]).read_text() for name in pages}
 
 
 def _first_table(fragment: str) -> list[list[str]]:
     """The cells of the first HTML table in `fragment`, row by row (header first)."""
     table = fragment.split("<table", 1)[1].split("</table>", 1)[0]
-    return [[html.unescape(cell.strip()) for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+    return [[html.unescape(re.sub(r"<[^>]+>", " ", cell).strip())
+             for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
+
+
+def _h2(page: str) -> list[str]:
+    return [html.unescape(re.sub(r"<[^>]+>", "", h)).strip() for h in re.findall(r"<h2[^>]*>(.*?)</h2>", page)]
+
+
+def _figure_inputs(named: dict) -> int:
+    return sum(len(paths) for name, paths in named.items() if name == "heatmaps" or "figure" in name)
+
+
+def test_the_main_page_leads_with_what_was_compared_then_the_findings(tmp_path, inputs):
+    page = _report(tmp_path, inputs)["index"]
+    assert page.count("<h1>") == 1 and "Tiny &lt;report&gt;" in page
+    lead = page.split("<p class='lead'>", 1)[1].split("</p>", 1)[0]
+    assert "3 models" in lead and "tiny" in lead and "test split" in lead and "n = 15 rows" in lead
+    assert "2 measures" in lead and "linear CKA" in lead and "90% interval" in lead and "chance level" in lead
+    for model in MODELS:
+        assert f"<b>{model}</b>" in page
+    # contents, then the findings, before any figure
+    toc, findings = page.index("<nav class='toc'>"), page.index("<h2 id='findings'>")
+    assert toc < findings < page.index("<img") and page.index("</table>", findings) < page.index("<img")
+    assert _h2(page) == MAIN_HEADINGS
+    header, *rows = _first_table(page[findings:])
+    assert header[:2] == ["verdict", "claim"] and "reason" in header and "estimate [90% interval]" in header
+    assert [row[0] for row in rows] == ["✓ supported", "✗ contradicted", "– not applicable"]
+    estimate = header.index("estimate [90% interval]")
+    assert rows[0][estimate] == "0.210 [0.180, 0.240]" and rows[1][estimate] == "-0.010 [-0.020, -0.004]"
+    assert rows[2][estimate] == "–" and rows[2][-1] == "one group only: nothing to compare it with"
+    assert rows[0][header.index("reference")] == "0" and "Kornblith et al." in rows[0][1]
+    assert "the linear map is better<details><summary>how</summary>6 cells" in page
+    assert "class='verdict supported'" in page and "class='verdict not-applicable'" in page
+    assert "1 supported · 1 contradicted · 1 not applicable" in page
+    # model distances with their intervals; provenance collapsed at the end
+    distances = page.split("<h3>Models with 2 blocks", 1)[1]
+    assert "1.00 [0.90, 1.10]" in _first_table(distances)[1]
+    provenance = page.split("<h2 id='provenance'>", 1)[1]
+    assert provenance.startswith("Provenance</h2><details>") and "content hash" in provenance
+    # nothing per pair, per fine-tuned model or per aligner on the main page
+    for detail in ("Truncation scores", "Layer injection", "Block structure", "A: tiny-bert"):
+        assert detail not in page
+
+
+def test_contents_and_links_resolve(tmp_path, inputs):
+    pages = _report(tmp_path, inputs)
+    ids = {name: set(re.findall(r"id='([^']+)'", page)) for name, page in pages.items()}
+    files = {FILES[name]: name for name in pages}
+    toc = pages["index"].split("<nav class='toc'>", 1)[1].split("</nav>", 1)[0]
+    assert re.findall(r"href='#([^']+)'", toc) == ["findings", "summary", "distance", "provenance"]
+    assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html"]
+    for name, page in pages.items():
+        assert not re.search(r"(src|href)=['\"](?!data:image/png;base64,|#|[\w-]+\.html)", page), name  # self-contained
+        for target, anchor in re.findall(r"href='([\w-]+\.html)?#?([^']*)'", page):
+            linked = files[target] if target else name  # a missing page raises KeyError here
+            assert not anchor or anchor in ids[linked], (name, target, anchor)
+        if name != "index":
+            assert "href='index.html'" in page  # every detail page leads back
+
+
+def test_every_figure_is_embedded_once_as_a_valid_png(tmp_path, inputs):
+    pages = _report(tmp_path, inputs)
+    images = [data for page in pages.values()
+              for data in re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
+    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 11
+    for data in images:
+        raw = base64.b64decode(data, validate=True)
+        assert raw.startswith(PNG)
+        Image.open(io.BytesIO(raw)).verify()
+    assert pages["index"].count("<img") == 2  # the model × model summary and the model distance figure
+    assert pages["pairs"].count("<img") == 2 and pages["models"].count("<img") == 6
+    assert pages["alignment"].count("<img") == 1
+    # every figure's caption gives n and the chance level
+    for page in pages.values():
+        for text in re.findall(r"<figcaption>(.*?)</figcaption>", page, re.S):
+            assert re.search(r"\bn (= |and |in )", text), text
+            assert "chance" in text, text
+
+
+def test_detail_pages_hold_the_rest(tmp_path, inputs):
+    pages = _report(tmp_path, inputs)
+    assert _h2(pages["pairs"]) == ["Summary per model pair (mean over matching layers)", "Layer-by-layer similarity"]
+    assert "<nav class='pairs'>" in pages["pairs"] and pages["pairs"].count("<h3 id='pair-mean-tiny-") == 2
+    header, *rows = _first_table(pages["pairs"].split("<h2 id='pair-summary'>")[1])
+    assert {"beyond chance", "chance", "warning", "mean [90% interval]"} <= set(header) and len(rows) == 9
+    assert rows[0][header.index("mean [90% interval]")] == "0.20 [0.10, 0.30]"
+    assert _h2(pages["models"]) == [*FT, "Block structure", "Truncation scores"]
+    assert "chance: the majority class, 0.400" in pages["models"]  # from the truncation table's MAJORITY row
+    assert _h2(pages["alignment"]) == ["Synthetic recovery (Table 3)", "Aligners between models (Table 4)",
+                                       "Layer injection (Table 5)"]
+    for name, page in pages.items():
+        assert "{{" not in page and "{%" not in page and "linear_map" not in page, name
+
+
+def test_captions_come_from_the_rst_files(tmp_path, inputs):
+    everything = "".join(_report(tmp_path, inputs).values())
+    shown = sorted(p.stem for p in CAPTIONS.glob("*.rst") if p.stem != "localization")  # no localization input
+    for name in shown:
+        before_placeholder = " ".join(re.split(r"\n\s*\n", _rst(name))[0].split("{{")[0].split())
+        assert html.escape(before_placeholder) in everything, name
+        for paragraph in _paragraphs(name):  # a blank line in the .rst starts a new paragraph
+            assert paragraph in everything, name
+    assert html.escape(caption("localization")) not in everything
+    # the heatmap caption names every configured measure's panels, its placeholders filled with neutral words
+    assert "Every configured measure" in _rst("heatmap") and "model A (rows)" in caption("heatmap")
+    assert caption("heatmap", model_a="x", model_b="y").count("x (rows)") == 1
+    assert "Hatched cells" in caption("heatmap") and "chance level" in caption("model_summary")
 
 
 def _rst(name: str) -> str:
     return (CAPTIONS / f"{name}.rst").read_text()
 
 
-def test_every_figure_is_embedded_as_a_valid_png(tmp_path, inputs):
-    page = _page(tmp_path, inputs)
-    images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert len(images) == page.count("<img") == _figures(inputs) == 10
-    for data in images:
-        raw = base64.b64decode(data, validate=True)
-        assert raw.startswith(PNG)
-        Image.open(io.BytesIO(raw)).verify()
-
-
-def test_sections_appear_in_the_documented_order_and_empty_ones_are_absent(tmp_path, inputs):
-    page = _page(tmp_path, inputs)
-    headings = [html.unescape(h) for h in re.findall(r"<h2>(.*?)</h2>", page)]
-    assert headings == [h for h in ORDER if h not in ("Activation stores", "Localization")]
-    assert page.count("<h1>") == 1 and "Tiny &lt;report&gt;" in page
-    assert "Activation stores" not in page and "Localization" not in page
-    for heading in ("Summary per model pair", "Models with 2 blocks", "Synthetic recovery (Table 3)",
-                    "Aligners between models (Table 4)", "Layer injection (Table 5)", "Block structure",
-                    "Truncation scores"):
-        assert heading in page
-    assert "linear_map" not in page and "{{" not in page and "{%" not in page
-
-
-def test_captions_come_from_the_rst_files(tmp_path, inputs):
-    page = _page(tmp_path, inputs)
-    shown = sorted(p.stem for p in CAPTIONS.glob("*.rst") if p.stem != "localization")  # no localization input
-    for name in shown:
-        text = _rst(name)
-        before_placeholder = " ".join(text.split("{{")[0].split())
-        assert html.escape(before_placeholder) in page, name
-        assert html.escape(caption(name)) in page, name
-    assert html.escape(" ".join(_rst("localization").split())) not in page
-    # the heatmap caption names every configured measure's panels, its placeholders filled with neutral words
-    assert "Every configured measure" in _rst("heatmap") and "model A (rows)" in caption("heatmap")
-    assert caption("heatmap", model_a="x", model_b="y").count("x (rows)") == 1
-    assert not (CAPTIONS / "alignment.rst").exists()
-
-
 def test_the_task_metric_and_display_reshaping(tmp_path, inputs):
-    page = _page(tmp_path, inputs)
-    truncation = page.split("<h3>Truncation scores</h3>")[1]
+    pages = _report(tmp_path, inputs)
+    truncation = pages["models"].split("<h2 id='truncation-scores'>Truncation scores</h2>")[1]
     assert "accuracy" in truncation and "matthews_correlation" not in truncation and "majority" in truncation
-    injection = page.split("<h3>Layer injection (Table 5)</h3>")[1].split("<h3>")[0].split("<h2>")[0]
+    injection = pages["alignment"].split("Layer injection (Table 5)</h2>")[1]
     assert "random label" in injection and "matthews_correlation" not in injection
     # Table 4: one row per dataset, pair and direction, a column per aligner (mean over the score rows)
-    header, *rows = _first_table(page.split("<h3>Aligners between models (Table 4)</h3>")[1])
+    header, *rows = _first_table(pages["alignment"].split("Aligners between models (Table 4)</h2>")[1])
     assert len(rows) == 2 and {"linear", "inn"} <= set(header)
     assert [float(row[header.index("linear")]) for row in rows] == pytest.approx([0.2, 0.2])
 
 
-def test_named_inputs_single_paths_and_unknown_names(tmp_path, inputs):
+def test_named_inputs_and_the_pages_the_rule_asks_for(tmp_path, inputs):
     named = ReportInputs.from_named(inputs, title="t")
     assert named.pair_summary == (inputs["pair_summary"],) and named.stores == ()
     with pytest.raises(ValueError, match="alignment"):
         ReportInputs.from_named({**inputs, "alignment": []}, title="t")
+    # the rule's outputs and the inputs must agree: no page with content left out, none empty
+    with pytest.raises(ValueError, match=r"no output \['alignment'\]"):
+        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models"))
+    with pytest.raises(ValueError, match=r"nothing to show \['alignment'\]"):
+        _report(tmp_path / "b", {k: v for k, v in inputs.items() if "align" not in k and "synthetic" not in k
+                                 and "injection" not in k})
+    assert set(PAGES) == set(FILES)
 
 
 def test_a_report_with_no_inputs_is_just_the_header(tmp_path):
-    page = _page(tmp_path, {})
-    assert "<h2>" not in page and "<img" not in page and "versions:" in page
-    assert len(SECTIONS) == len(ORDER) + 1  # the header, then one section per heading
+    page = _report(tmp_path, {}, pages=("index",))["index"]
+    assert "<h2" not in page and "<img" not in page and "Report pages" not in page and "<h1>" in page
+
+
+# ----------------------------------------------------------------- figures
+
+
+def test_chance_marks_follow_the_interval_or_the_permutation_p():
+    rows = pd.DataFrame({"value": [0.5, 0.5, np.nan, 0.5], "beyond_chance": [True, False, False, None]})
+    assert figures.not_beyond_chance(rows).tolist() == [False, True, False, False]  # undefined: unmarked
+    legacy = pd.DataFrame({"value": [0.5, 0.5, 0.5], "null_p": [0.01, 0.2, np.nan]})
+    assert figures.not_beyond_chance(legacy).tolist() == [False, True, False]
+    assert figures.chance_text(pd.Series([0.031, 0.035])) == "chance 0.03"
+    assert figures.chance_text(pd.Series([0.5, 0.9])) == "chance 0.50–0.90"
+    assert figures.chance_text(pd.Series([-0.001, 0.02])) == "chance 0.00–0.02"  # no "-0.00"
+
+
+def test_model_summary_cells_and_figure(tmp_path):
+    summary = pd.DataFrame(_summary_rows())
+    cells = figures._summary_cells(summary[summary["measure"] == "neuronsim"], MODELS)
+    # asymmetric: cell (row x, column y) is the direction with x's layer as X; the diagonal stays empty
+    assert cells["value"].loc["tiny-bert", "tiny-ft-s1"] == 0.6 and cells["value"].loc["tiny-ft-s1", "tiny-bert"] == 0.4
+    assert np.isnan(cells["value"].loc["tiny-bert", "tiny-bert"])
+    cka = figures._summary_cells(summary[summary["measure"] == "linear_cka"], MODELS)
+    assert cka["marked"].loc["tiny-bert", "tiny-ft-s2"] and cka["marked"].loc["tiny-ft-s2", "tiny-bert"]
+    assert not cka["marked"].loc["tiny-ft-s1", "tiny-ft-s2"]
+    assert figures._pack({"CKA": ["a", "b", "c"], "CCA family": ["d", "e"], "neuron-level": ["f"],
+                          "Procrustes": ["g"]}, 3) == [["a", "b", "c"], ["d", "e", "f"], ["g", None, None]]
+    out = tmp_path / "summary.png"
+    figures.draw("model_summary", {"table": summary}, out, dataset="tiny", representation="mean",
+                 measures={"linear_cka": "cka", "neuronsim": "neuronsim"}, split="test")
+    assert out.read_bytes().startswith(PNG)
+
+
+def test_heatmap_panels_hatch_the_cells_not_beyond_chance(tmp_path):
+    rows = pd.DataFrame([{"layer_a": i, "layer_b": j, "value": 0.1 * (i + j), "kind": "similarity",
+                          "measure": "linear_cka", "null_mean": 0.1, "beyond_chance": i + j > 1}
+                         for i in range(3) for j in range(3)])
+    fig, ax = plt.subplots()
+    figures._heatmap_panel(ax, rows, "linear CKA", "a", "b")
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    assert len(hatched) == 3 and "chance 0.10" in ax.get_title()
+    plt.close(fig)
+    table = rows.assign(model_a="a", model_b="b", representation="mean", dataset="tiny", split="test", n=15,
+                        direction="symmetric")
+    figures.draw("heatmap", {"table": table}, tmp_path / "pair.png", measures={"linear_cka": "cka"})
+    assert (tmp_path / "pair.png").read_bytes().startswith(PNG)
+
+
+def test_an_undefined_panel_says_why():
+    rows = pd.DataFrame(_summary_rows())
+    rows = rows[rows["measure"] == "linear_cka"].assign(mean_over_matching_layers=np.nan, ci_low=np.nan,
+                                                        ci_high=np.nan, warning="n − 1 < k_x + k_y: undefined")
+    fig, ax = plt.subplots()
+    figures._summary_panel(ax, fig, rows, MODELS, "CKA · linear CKA")
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("n/a") == 6 and any("k_x + k_y" in t for t in texts)
+    plt.close(fig)

@@ -279,3 +279,16 @@ def test_synthetic_recovery_rows():
                               seed=2)
     assert [(r["aligner"], r["split"], r["map_seed"]) for r in rows] == [("linear", "test", 2), ("inn", "test", 2)]
     assert all(0 < r["rel_error"] < 1 for r in rows)
+
+
+def test_aligner_rows_record_fit_rows_per_dimension_and_warn_below_five():
+    from reprsim.aligners.evaluate import fit_and_score
+
+    rng = np.random.default_rng(0)
+    few = {"train": rng.normal(size=(40, 10)), "test": rng.normal(size=(20, 10))}
+    many = {"train": rng.normal(size=(60, 10)), "test": rng.normal(size=(20, 10))}
+    loose = fit_and_score("lin", "linear", {}, few, few, ("test",))[0]
+    assert "n/k = 40/10 = 4.00 < 5" in loose["warning"] and json.loads(loose["meta"])["k"] == 10
+    assert fit_and_score("lin", "linear", {}, many, many, ("test",))[0]["warning"] == ""
+    canonical = json.loads(fit_and_score("cca", "cca", {}, many, many, ("test",))[0]["meta"])
+    assert canonical["k"] == 20 and "warning" in canonical  # k_x + k_y = 20: 60 < 100

@@ -44,7 +44,8 @@ def test_zarr_stores_have_documented_shapes(workflow):
 
 
 def test_pair_tables_are_tidy_and_self_cka_is_one(workflow):
-    tables = sorted((workflow / "results" / "pairs" / "mean" / "tiny").glob("*.parquet"))
+    tables = sorted(p for p in (workflow / "results" / "pairs" / "mean" / "tiny").glob("*.parquet")
+                    if not p.name.endswith(".resamples.parquet"))
     assert len(tables) == len(MODELS) * (len(MODELS) + 1) // 2
     for path in tables:
         table = pd.read_parquet(path)
@@ -59,13 +60,18 @@ def test_pair_tables_are_tidy_and_self_cka_is_one(workflow):
     assert not any(pd.read_parquet(p)["measure"].str.startswith("linear_map").any() for p in tables)
 
 
-def test_every_configured_measure_and_its_null(workflow):
+def test_every_defined_value_has_its_chance_level_and_interval(workflow):
     table = pd.read_parquet(workflow / "results" / "tables" / "pairs.parquet")
     labels = set(yaml.safe_load(TINY.read_text())["measures"])
     assert labels <= set(table["measure"])
-    cka = table[table["measure"] == "linear_cka"]
-    assert cka["null_p"].between(0, 1).all() and (cka["n_permutations"] == 20).all()
-    assert table[table["measure"] == "svcca"]["null_p"].isna().all()
+    defined = table[table["value"].notna()]
+    assert np.isfinite(defined[["null_mean", "null_std", "null_p", "ci_low", "ci_high"]].to_numpy()).all()
+    assert (defined["ci_low"] <= defined["value"] + 1e-12).all() and (defined["value"] <= defined["ci_high"] + 1e-12).all()
+    assert (defined["n_permutations"] == 19).all() and (defined["n_resamples"] == 20).all()
+    # 15 rows against 3 + 3 compared dimensions: n/k = 2.5 < 5, said on every CCA-family row
+    assert defined[defined["measure"].isin(["svcca", "pwcca"])]["warning"].str.contains("n/k = 15/").all()
+    replicates = pd.read_parquet(workflow / "results" / "tables" / "pair_resamples.parquet")
+    assert len(replicates) == 20 * len(table) and set(replicates["m"]) == {7}
     neuronsim = table[(table["measure"] == "neuronsim") & (table["model_a"] != table["model_b"])]
     assert set(neuronsim["direction"]) == {"a->b", "b->a"}
 
@@ -122,13 +128,34 @@ def test_aligner_stage(workflow):
     assert {"target model", "random embedding", "random label"} | aligners == set(injection["method"])
 
 
+def test_findings_table(workflow):
+    """The seed papers' claims on the tiny run: enough of them apply, each with a finite interval
+    around its estimate; the CSV holds the same rows; the aligners' per-example errors exist."""
+    tables = workflow / "results" / "tables"
+    findings = pd.read_parquet(tables / "findings.parquet")
+    assert len(findings) >= 6 and findings["claim_id"].is_unique and findings["reason"].str.len().gt(0).all()
+    applicable = findings[findings["verdict"] != "not applicable"]
+    assert len(applicable) >= 4
+    assert np.isfinite(applicable[["estimate", "ci_low", "ci_high"]].to_numpy()).all()
+    assert ((applicable["ci_low"] <= applicable["estimate"]) & (applicable["estimate"] <= applicable["ci_high"])).all()
+    csv = pd.read_csv(tables / "findings.csv")
+    assert list(csv["claim_id"]) == list(findings["claim_id"]) and list(csv["verdict"]) == list(findings["verdict"])
+    rows = pd.read_parquet(workflow / "results" / "align" / "mean" / "tiny" / "tiny-bert-s0__tiny-gpt2.rows.parquet")
+    assert set(rows["role"]) == {"score"} and (rows["sq_error"] >= 0).all() and (rows["target_sq"] > 0).all()
+
+
 def test_report_shows_figures_and_provenance(workflow):
-    page = (workflow / "results" / "report" / "index.html").read_text()
-    # pair heatmaps, aligners, per fine-tuned model truncation, skip and layer views, model distance, localization
-    assert page.count("<img src=\"data:image/png;base64,") == N_PAIRS + 1 + 2 * 3 + 1 + 1
+    report = workflow / "results" / "report"
+    pages = {name: (report / f"{name}.html").read_text() for name in ("index", "pairs", "models", "alignment")}
+    embedded = {name: page.count("<img src=\"data:image/png;base64,") for name, page in pages.items()}
+    # main page: the model × model summary and the model distances; then pair heatmaps and localization,
+    # per fine-tuned model truncation, skip and layer views, aligners
+    assert embedded == {"index": 2, "pairs": N_PAIRS + 1, "models": 2 * 3, "alignment": 1}
+    main = pages["index"]
+    assert main.index("<h2 id='findings'>") < main.index("<img")
     for model in MODELS:
-        assert model in page
-    assert "content hash" in page and "builtin" in page and "Block structure" in page
+        assert model in main
+    assert "content hash" in main and "builtin" in main and "Block structure" in pages["models"]
     for figure in (workflow / "results" / "figures").rglob("*.png"):
         assert figure.read_bytes()[:4] == b"\x89PNG"
 
@@ -169,17 +196,18 @@ def jobs_after_edit(workflow, relative_path):
 
 
 def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
-    summaries = {"model_distances": 1, "localization_scores": 1, "model_distance_figure": 1, "localization_figure": 1}
+    summaries = {"model_distances": 1, "localization_scores": 1, "model_distance_figure": 1, "localization_figure": 1,
+                 "model_summary_figure": 1}
     finetune_figures = {"truncation_figure": 2, "skip_figure": 2, "layer_views_figure": 2}
     assert jobs_after_edit(workflow, "src/reprsim/stages/report/figures.py") == {
         "pair_heatmap": N_PAIRS, **finetune_figures, "aligner_figure": 1, "model_distance_figure": 1,
-        "localization_figure": 1, "report": 1, "all": 1}
+        "model_summary_figure": 1, "localization_figure": 1, "report": 1, "all": 1}
     # the fine-tuning code reruns the fine-tuned models and everything downstream of them, nothing else
     untouched_pairs = 6  # among minilm, tiny-bert-s0 and tiny-gpt2
     assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
         "finetune_model": 2, "extract_activations": 2, "truncation": 2, "skip": 2, "layer_views": 2,
         **finetune_figures, "compare_pair": N_PAIRS - untouched_pairs, "pair_heatmap": N_PAIRS - untouched_pairs,
-        "layer_injection": 1, "aggregate_pairs": 1, **summaries, "report": 1, "all": 1}
+        "layer_injection": 1, "aggregate_pairs": 1, **summaries, "findings": 1, "report": 1, "all": 1}
 
 
 def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
@@ -208,7 +236,8 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
     jobs = planned_jobs(output)
     assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 6, "pair_heatmap": 6,
                     "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
-                    "model_distance_figure": 1, "localization_figure": 1, "report": 1, "all": 1}
+                    "model_distance_figure": 1, "localization_figure": 1, "model_summary_figure": 1, "findings": 1,
+                    "report": 1, "all": 1}
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
     assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 6
 
@@ -224,7 +253,7 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
         "skip_figure": 1, "layer_views": 3, "layer_views_figure": 3, "compare_pair": 6, "pair_heatmap": 6,
         "layer_injection": 2,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
-        "localization_figure": 1, "report": 1, "all": 1}
+        "localization_figure": 1, "model_summary_figure": 1, "findings": 1, "report": 1, "all": 1}
     planned = planned_outputs(output)
     assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
     assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))

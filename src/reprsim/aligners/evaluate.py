@@ -24,10 +24,36 @@ def seeded_params(name: str, params: dict, seed: int) -> dict:
     return {"seed": seed, **params} if "seed" in PARAMETERS[name] else dict(params)
 
 
+ROWS_PER_DIMENSION = 5  # below this the fit rows carry a warning (docs/numerics.md §9.3)
+
+
+def sample_size(meta: dict, n_fit: int, d_source: int) -> dict:
+    """Fit rows against the dimensions the map is fit on: k_x + k_y for the canonical maps (after
+    their reduction), else the source's input dimensions (after the INN's PCA, when it reduced the
+    source). A warning when n_fit / k < 5: the fit is then loose and the held-out error high."""
+    if "dims_x" in meta:
+        k = int(meta["dims_x"]) + int(meta["dims_y"])
+    elif meta.get("reduced_side") == "x":  # the INN projected the wider source by PCA
+        k = int(meta["reduced_dim"])
+    else:
+        k = int(d_source)
+    notes = {"n_fit": int(n_fit), "k": k}
+    if n_fit < ROWS_PER_DIMENSION * k:
+        notes["warning"] = (f"n/k = {n_fit}/{k} = {n_fit / k:.2f} < {ROWS_PER_DIMENSION} fit rows per compared "
+                            "dimension: the map is loosely determined; read its error against the others'")
+    return notes
+
+
 def fit_and_score(label: str, name: str, params: dict, source: Splits, target: Splits,
-                  scored: tuple[str, ...]) -> list[dict[str, Any]]:
+                  scored: tuple[str, ...], row_errors: bool = False) -> list[dict[str, Any]]:
     """One aligner fit on source["train"] → target["train"] (selected on "val" when given); one row per
-    split in `scored`."""
+    split in `scored`.
+
+    With `row_errors`, each row also carries the per-example squared errors ‖y_i − g(x_i)‖²
+    (`row_sq_errors`) and squared target norms ‖y_i‖² (`row_target_sq`), float64 arrays in the
+    split's row order: rel_error = sqrt(Σ row_sq_errors / Σ row_target_sq), so an interval over
+    resampled rows can recompute it exactly (the findings stage does).
+    """
     for splits, side in ((source, "source"), (target, "target")):
         missing = {"train", *scored} - set(splits)
         if missing:
@@ -36,6 +62,7 @@ def fit_and_score(label: str, name: str, params: dict, source: Splits, target: S
     started = time.perf_counter()
     aligner.fit(source["train"], target["train"], source.get("val"), target.get("val"))
     seconds = time.perf_counter() - started
+    notes = sample_size(aligner.meta, len(source["train"]), np.shape(source["train"])[1])
     rows = []
     for split in scored:
         prediction = aligner.transform(source[split])
@@ -43,14 +70,20 @@ def fit_and_score(label: str, name: str, params: dict, source: Splits, target: S
                      "rel_error": relative_error(target[split], prediction),
                      "mean_l2": mean_l2(target[split], prediction), "fit_seconds": seconds,
                      "params": json.dumps(params, sort_keys=True, default=str),
-                     "meta": json.dumps(aligner.meta, sort_keys=True, default=str)})
+                     "meta": json.dumps({**aligner.meta, **notes}, sort_keys=True, default=str),
+                     "warning": notes.get("warning", "")})
+        if row_errors:
+            Y, Y_hat = np.asarray(target[split], dtype=np.float64), np.asarray(prediction, dtype=np.float64)
+            rows[-1]["row_sq_errors"] = ((Y - Y_hat) ** 2).sum(axis=1)
+            rows[-1]["row_target_sq"] = (Y ** 2).sum(axis=1)
     return rows
 
 
 def align_pair(splits_x: Splits, splits_y: Splits, aligners: AlignerSpecs, seed: int = 0,
-               scored: tuple[str, ...] = ("train", "test")) -> list[dict[str, Any]]:
+               scored: tuple[str, ...] = ("train", "test"), row_errors: bool = False) -> list[dict[str, Any]]:
     """Every aligner (label → (name, params)) in both directions, x->y and y->x, on one pair of
-    representations given as {"train", "val" (optional), "test"} row blocks with matching rows."""
+    representations given as {"train", "val" (optional), "test"} row blocks with matching rows
+    (`row_errors`: see :func:`fit_and_score`)."""
     for split in splits_x:
         if split in splits_y and len(splits_x[split]) != len(splits_y[split]):
             raise ValueError(f"split {split!r} has {len(splits_x[split])} rows of X but {len(splits_y[split])} of Y")
@@ -59,5 +92,5 @@ def align_pair(splits_x: Splits, splits_y: Splits, aligners: AlignerSpecs, seed:
         params = seeded_params(name, params, seed)
         for direction, source, target in (("x->y", splits_x, splits_y), ("y->x", splits_y, splits_x)):
             rows += [{**row, "direction": direction}
-                     for row in fit_and_score(label, name, params, source, target, scored)]
+                     for row in fit_and_score(label, name, params, source, target, scored, row_errors)]
     return rows

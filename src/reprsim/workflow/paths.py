@@ -34,6 +34,8 @@ LAYER_BLOCKS_TABLE = "results/finetune/{model}/layer_blocks.parquet"
 LAYER_VIEWS_FIGURE = "results/figures/finetune/{model}/layer_views.png"
 
 ALIGNER_TABLE = "results/align/{representation}/{dataset}/{model_a}__{model_b}.parquet"
+# per held-out example: squared error and squared target norm of every aligner (the findings' intervals)
+ALIGNER_ROWS = "results/align/{representation}/{dataset}/{model_a}__{model_b}.rows.parquet"
 ALIGNER_FIGURE = "results/figures/align/{representation}/{dataset}/{model_a}__{model_b}.png"
 SYNTHETIC_TABLE = "results/align/synthetic/{dataset}/{model}.parquet"
 INJECTION_TABLE = "results/align/injection/{dataset}/{model_a}__{model_b}.parquet"
@@ -41,7 +43,14 @@ INJECTION_TABLE = "results/align/injection/{dataset}/{model_a}__{model_b}.parque
 FINDINGS = "results/tables/findings.parquet"
 FINDINGS_CSV = "results/tables/findings.csv"
 
+# the model × model summary per measure family, one figure per representation and dataset
+MODEL_SUMMARY_FIGURE = "results/figures/summary/model_summary/{representation}/{dataset}.png"
+
+# the report: the main page (findings and summaries) and its linked detail pages, all in one folder
 REPORT = "results/report/index.html"
+REPORT_PAIRS = "results/report/pairs.html"
+REPORT_MODELS = "results/report/models.html"
+REPORT_ALIGNMENT = "results/report/alignment.html"
 
 
 def log(template: str) -> str:

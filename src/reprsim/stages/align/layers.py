@@ -41,20 +41,34 @@ def _named_splits(table: pd.DataFrame, pooling: str, splits: dict[str, str]) -> 
 
 
 def align_layers(store_a: str | Path, store_b: str | Path, pooling: str, aligners: dict[str, tuple[str, dict]],
-                 splits: dict[str, str], layers: str = "matching", seed: int = 0) -> pd.DataFrame:
-    """Every aligner, both directions, for the chosen layer pairs of two models: one row per split scored."""
+                 splits: dict[str, str], layers: str = "matching", seed: int = 0
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every aligner, both directions, for the chosen layer pairs of two models: one row per split scored;
+    and, long, every held-out (score split) example's squared error and squared target norm.
+
+    The second table (layer_a, layer_b, direction, aligner, method, row, sq_error, target_sq, split,
+    role, pooling) lets the findings stage put an interval on rel_error and on differences between
+    aligners by resampling the held-out rows: rel_error = sqrt(Σ sq_error / Σ target_sq) over a cell's rows.
+    """
     a, b = layer_splits(store_a, pooling, splits), layer_splits(store_b, pooling, splits)
     for key in a:
         if a[key].shape[1] != b[key].shape[1]:
             raise ValueError(f"the stores hold different numbers of {key!r} rows "
                              f"({a[key].shape[1]} vs {b[key].shape[1]}); re-extract both with the same settings")
     pairs = layer_pairs(a["train"].shape[0] - 1, b["train"].shape[0] - 1, layers)
-    rows = []
+    rows, examples = [], []
     for layer_a, layer_b in progress(pairs, unit="layer pair", desc=f"align {Path(store_a).stem}–{Path(store_b).stem}"):
-        for row in align_pair(_at(a, layer_a), _at(b, layer_b), aligners, seed=seed):
+        for row in align_pair(_at(a, layer_a), _at(b, layer_b), aligners, seed=seed, row_errors=True):
             direction = "a->b" if row.pop("direction") == "x->y" else "b->a"
+            sq_errors, target_sq = row.pop("row_sq_errors"), row.pop("row_target_sq")
             rows.append({"layer_a": layer_a, "layer_b": layer_b, "direction": direction, **row})
-    return _named_splits(pd.DataFrame(rows), pooling, splits)
+            if row["split"] == ROLES["score"]:
+                examples.append(pd.DataFrame({
+                    "layer_a": layer_a, "layer_b": layer_b, "direction": direction, "aligner": row["aligner"],
+                    "method": row["method"], "split": row["split"], "row": np.arange(len(sq_errors)),
+                    "sq_error": sq_errors, "target_sq": target_sq}))
+    return (_named_splits(pd.DataFrame(rows), pooling, splits),
+            _named_splits(pd.concat(examples, ignore_index=True), pooling, splits))
 
 
 def synthetic_table(store_path: str | Path, pooling: str, layers: list[int], aligners: dict[str, tuple[str, dict]],

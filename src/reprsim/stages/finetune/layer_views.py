@@ -4,18 +4,18 @@ Linear CKA of the first-token (CLS) representation between every pair of layers,
 four views of a fine-tuned model FT and the model it started from, ORIG:
 ORIG–ORIG, FT–ORIG (FT's layers on the first axis), FT–FT and FT[a]–FT[b] against each
 sibling fine-tuned from the same base with a different seed. Fine-tuned models show a
-block-diagonal structure; :func:`block_structure` finds where the blocks meet. A layer
+block-diagonal structure; :func:`reprsim.blocks.block_structure` finds where the blocks meet. A layer
 whose first-token rows are all the same vector has no defined CKA and shows as NaN.
 """
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from reprsim.blocks import block_structure
 from reprsim.io.store import constant_layers, open_store, pooled_rows
 from reprsim.metrics.cka import linear_cka_layers
 
@@ -57,39 +57,6 @@ def layer_views(model: str, stores: dict[str, str | Path], base: str, siblings: 
 def view_matrix(table: pd.DataFrame, view: str) -> np.ndarray:
     rows = table[table["view"] == view]
     return rows.pivot(index="layer_a", columns="layer_b", values="value").to_numpy()
-
-
-def block_structure(matrix: np.ndarray) -> dict[str, float | int]:
-    """The split into two blocks of consecutive layers that best explains a symmetric layer×layer CKA matrix.
-
-    For each split s (layers < s form the lower block, layers ≥ s the upper one), the contrast
-    is the mean CKA over pairs of distinct layers within a block minus the mean over pairs
-    across the blocks; the diagonal (always 1) is left out, and so are undefined (NaN) entries
-    (see :func:`constant_layers`). Returns the split with the largest contrast:
-    {split, contrast, within, between}; split None and NaN values when no split has
-    defined entries both within and across blocks.
-    """
-    matrix = np.asarray(matrix, dtype=np.float64)
-    size = matrix.shape[0]
-    if matrix.ndim != 2 or matrix.shape[1] != size or size < 3:
-        raise ValueError(f"need a square layer x layer matrix with at least 3 layers; got shape {matrix.shape}")
-    off_diagonal = ~np.eye(size, dtype=bool)
-    best = None
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a block whose entries are all NaN
-        for split in range(1, size):
-            upper = np.arange(size) >= split
-            same_block = (upper[:, None] == upper[None, :]) & off_diagonal
-            across = upper[:, None] != upper[None, :]
-            within, between = np.nanmean(matrix[same_block]), np.nanmean(matrix[across])
-            if np.isnan(within - between):
-                continue
-            if best is None or within - between > best["contrast"]:
-                best = {"split": split, "contrast": float(within - between), "within": float(within),
-                        "between": float(between)}
-    if best is None:  # too few defined layers: no split has entries both within and across
-        best = {"split": None, "contrast": np.nan, "within": np.nan, "between": np.nan}
-    return best
 
 
 def block_summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -25,6 +25,14 @@ Tables = dict[str, pd.DataFrame]
 MEASURE_LABELS = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
                   "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes distance", "mutual_knn": "mutual k-NN"}
 SIMILARITY_RANGE = (0.0, 1.0)
+# Measure (reprsim.metrics name) -> family, in the order the summary figure shows them.
+FAMILIES = {"cka": "CKA", "cka_minibatch": "CKA", "cca": "CCA family", "svcca": "CCA family", "pwcca": "CCA family",
+            "neuronsim": "neuron-level", "mixedsim": "neuron-level", "mutual_knn": "neighbourhood",
+            "procrustes": "Procrustes"}
+FAMILY_ORDER = ["CKA", "CCA family", "neuron-level", "neighbourhood", "Procrustes", "other"]
+# Cells whose interval does not exclude chance: grey hatching, thin enough to read the value through.
+CHANCE_HATCH = {"hatch": "////", "edgecolor": (0.62, 0.62, 0.62), "fill": False, "lw": 0}
+CHANCE_NOTE = "hatched: interval does not exclude chance"
 
 
 def _save(fig, out_path: str | Path) -> None:
@@ -40,32 +48,106 @@ def _colour_range(kind: str, measure: str) -> tuple[float, float]:
     return SIMILARITY_RANGE
 
 
+def not_beyond_chance(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose interval does not exclude chance (beyond_chance False); tables without intervals
+    fall back to a permutation p above 0.05. Rows with no value or no null are not marked."""
+    defined = rows["value"].notna() if "value" in rows else pd.Series(True, index=rows.index)
+    if "beyond_chance" in rows:
+        return defined & rows["beyond_chance"].notna() & ~rows["beyond_chance"].fillna(True).astype(bool)
+    if "null_p" in rows:
+        return defined & (rows["null_p"] > 0.05)
+    return pd.Series(False, index=rows.index)
+
+
+def _two(value: float) -> str:
+    """Two decimals, without the '-0.00' that a tiny negative value would print."""
+    text = f"{value:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
+def chance_text(null_means: pd.Series) -> str:
+    """The chance level (permutation null mean) of a set of cells: one number, or its range when it varies."""
+    null_means = null_means.dropna() if null_means is not None else pd.Series(dtype=float)
+    if null_means.empty:
+        return "chance: no null"
+    low, high = null_means.min(), null_means.max()
+    return f"chance {_two(null_means.median())}" if high - low < 0.01 else f"chance {_two(low)}–{_two(high)}"
+
+
+def _hatch(ax, cells) -> None:
+    from matplotlib.patches import Rectangle
+
+    for i, j in cells:
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **CHANCE_HATCH))
+
+
+def _undefined_note(ax, rows: pd.DataFrame, values: pd.Series) -> None:
+    """When every value of a panel is undefined, say why on it (the table's first warning)."""
+    if values.notna().any() or "warning" not in rows:
+        return
+    warning = next((w for w in rows["warning"] if isinstance(w, str) and w), "")
+    if warning:
+        import textwrap
+
+        ax.text(0.5, 0.5, "undefined:\n" + textwrap.fill(warning, 38), transform=ax.transAxes, ha="center",
+                va="center", fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.6", "pad": 3})
+
+
+def _colours(kind: str, measure: str):
+    """Colour map and norm of a measure: one fixed scale per measure, brighter = more alike for both kinds."""
+    from matplotlib.colors import Normalize
+
+    low, high = _colour_range(kind, measure)
+    return plt.get_cmap("magma_r" if kind == "distance" else "magma"), Normalize(low, high)
+
+
+def _cell_text(ax, x: float, y: float, text: str, cmap, norm, value: float, marked: bool, fontsize: float) -> None:
+    """A value in its cell; on a hatched cell it sits on a patch of the cell's colour, so the hatching
+    does not cross the digits."""
+    box = {"boxstyle": "square,pad=0.08", "facecolor": cmap(norm(value)), "edgecolor": "none"} if marked else None
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=_text_colour(cmap, norm, value), bbox=box)
+
+
 def _heatmap_panel(ax, rows: pd.DataFrame, title: str, model_a: str, model_b: str) -> None:
     matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").sort_index().sort_index(axis=1)
-    low, high = _colour_range(rows["kind"].iloc[0], rows["measure"].iloc[0])
-    image = ax.imshow(matrix.to_numpy(), origin="lower", cmap="magma", vmin=low, vmax=high, aspect="auto")
+    marked_rows = rows[not_beyond_chance(rows)]
+    rows_at, columns_at = {v: i for i, v in enumerate(matrix.index)}, {v: j for j, v in enumerate(matrix.columns)}
+    marked = {(rows_at[a], columns_at[b]) for a, b in zip(marked_rows["layer_a"], marked_rows["layer_b"])}
+    cmap, norm = _colours(rows["kind"].iloc[0], rows["measure"].iloc[0])
+    image = ax.imshow(matrix.to_numpy(), origin="lower", cmap=cmap, norm=norm, aspect="auto")
+    _hatch(ax, sorted(marked))
     if matrix.size <= 400:
         for (i, j), value in np.ndenumerate(matrix.to_numpy()):
             if np.isnan(value):  # undefined (a layer whose rows are all one vector): say so, not "nan"
                 ax.text(j, i, "n/a", ha="center", va="center", fontsize=5.5, color="grey")
                 continue
-            bright = (value - low) / (high - low) > 0.6
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=5.5, color="black" if bright else "white")
+            _cell_text(ax, j, i, _two(value), cmap, norm, value, (i, j) in marked, 5.5)
+    _undefined_note(ax, rows, rows["value"])
     ax.set_xticks(range(matrix.shape[1]), matrix.columns, fontsize=7)
     ax.set_yticks(range(matrix.shape[0]), matrix.index, fontsize=7)
     ax.set_xlabel(f"layer of {model_b}", fontsize=8)
     ax.set_ylabel(f"layer of {model_a}", fontsize=8)
-    ax.set_title(title, fontsize=8)
+    ax.set_title(f"{title}, {chance_text(rows['null_mean'] if 'null_mean' in rows else None)}", fontsize=8)
     plt.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
 
 
-def pair_heatmaps(tables: Tables, out_path: str | Path) -> None:
-    """One heatmap per configured measure (and direction, for asymmetric ones) for one model pair."""
+def _measure_order(labels, measures: dict[str, str] | None) -> list[str]:
+    """Measure labels by family (FAMILY_ORDER), in config order within a family; unknown labels last."""
+    measures = dict(measures or {})
+    labels = list(dict.fromkeys([*[m for m in measures if m in set(labels)], *labels]))
+    return sorted(labels, key=lambda label: FAMILY_ORDER.index(FAMILIES.get(measures.get(label, label), "other")))
+
+
+def pair_heatmaps(tables: Tables, out_path: str | Path, measures: dict[str, str] | None = None) -> None:
+    """One heatmap per configured measure (and direction, for asymmetric ones) for one model pair,
+    measures grouped by family when `measures` (label -> measure) is given."""
     rows = tables["table"]
     if rows.empty:
         raise ValueError("table has no similarity measure rows")
     first = rows.iloc[0]
-    panels = [(key, group) for key, group in rows.groupby(["measure", "direction"], sort=False)]
+    order = {label: k for k, label in enumerate(_measure_order(list(rows["measure"]), measures))}
+    panels = sorted(((key, group) for key, group in rows.groupby(["measure", "direction"], sort=False)),
+                    key=lambda panel: (order[panel[0][0]], panel[0][1]))
     columns = min(4, len(panels))
     panel_rows = int(np.ceil(len(panels) / columns))
     layers_a, layers_b = rows["layer_a"].nunique(), rows["layer_b"].nunique()
@@ -74,22 +156,136 @@ def pair_heatmaps(tables: Tables, out_path: str | Path) -> None:
     for ax, ((measure, direction), group) in zip(axes.flat, panels):
         arrow = {"a->b": f" ({first['model_a']}→{first['model_b']})",
                  "b->a": f" ({first['model_b']}→{first['model_a']})"}.get(direction, "")
-        kind = "distance" if group["kind"].iloc[0] == "distance" else "similarity"
+        kind = "distance, lower = more alike" if group["kind"].iloc[0] == "distance" else "similarity"
         _heatmap_panel(ax, group, f"{MEASURE_LABELS.get(measure, measure)}{arrow}\n{kind}", first["model_a"],
                        first["model_b"])
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
     fig.suptitle(f"{first['model_a']} vs {first['model_b']}: {first['representation']} pooling, "
-                 f"{first['dataset']} {first['split']} split, n={first['n']} (layer 0 = embeddings)", fontsize=10)
+                 f"{first['dataset']} {first['split']} split, n={first['n']} (layer 0 = embeddings); "
+                 f"{CHANCE_NOTE}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, out_path)
+
+
+def _text_colour(cmap, norm, value: float) -> str:
+    """Black on light cells, white on dark ones, whatever the colour map's direction."""
+    red, green, blue, _ = cmap(norm(value))
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+
+
+def _pack(families: dict[str, list[str]], columns: int) -> list[list[str | None]]:
+    """Panel rows: a family starts a new row unless it fits in what is left of the current one."""
+    rows: list[list[str | None]] = []
+    for labels in families.values():
+        for start in range(0, len(labels), columns):
+            chunk = labels[start:start + columns]
+            if rows and len(rows[-1]) + len(chunk) <= columns:
+                rows[-1] += chunk
+            else:
+                rows.append(list(chunk))
+    return [row + [None] * (columns - len(row)) for row in rows]
+
+
+def _summary_cells(rows: pd.DataFrame, models: list[str]) -> dict[str, pd.DataFrame]:
+    """Model × model frames of the summary columns; an asymmetric measure's cell (row x, column y) is
+    the direction in which x's layer is X (pair tables: a->b means model_a's layer is X)."""
+    frames = {column: pd.DataFrame(np.nan, index=models, columns=models, dtype=float)
+              for column in ("value", "ci_low", "ci_high", "null_mean")}
+    frames["marked"] = pd.DataFrame(False, index=models, columns=models)
+    marked = not_beyond_chance(rows.rename(columns={"mean_over_matching_layers": "value"}))
+    for row, mark in zip(rows.itertuples(index=False), marked):
+        a, b = row.model_a, row.model_b
+        for x, y in {"symmetric": [(a, b), (b, a)], "a->b": [(a, b)], "b->a": [(b, a)]}[row.direction]:
+            frames["value"].loc[x, y] = row.mean_over_matching_layers
+            for column in ("ci_low", "ci_high", "null_mean"):
+                frames[column].loc[x, y] = getattr(row, column, np.nan)
+            frames["marked"].loc[x, y] = bool(mark)
+    return frames
+
+
+def _summary_panel(ax, fig, rows: pd.DataFrame, models: list[str], title: str) -> None:
+    from matplotlib.patches import Rectangle
+
+    kind = rows["kind"].iloc[0] if "kind" in rows else "similarity"
+    cmap, norm = _colours(kind, rows["measure"].iloc[0])
+    cells = _summary_cells(rows, models)
+    marked = cells["marked"].to_numpy()
+    image = ax.imshow(cells["value"].to_numpy(), cmap=cmap, norm=norm)
+    _hatch(ax, [(i, j) for (i, j), mark in np.ndenumerate(marked) if mark and i != j])
+    for (i, j), value in np.ndenumerate(cells["value"].to_numpy()):
+        if i == j:  # a model with itself: not a comparison between models
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.93", edgecolor="none"))
+            continue
+        if np.isnan(value):
+            ax.text(j, i, "n/a", ha="center", va="center", fontsize=7, color="grey")
+            continue
+        _cell_text(ax, j, i - 0.13, _two(value), cmap, norm, value, marked[i, j], 9)
+        ci_low, ci_high = cells["ci_low"].iat[i, j], cells["ci_high"].iat[i, j]
+        if np.isfinite(ci_low) and np.isfinite(ci_high):
+            _cell_text(ax, j, i + 0.22, f"{_two(ci_low)}–{_two(ci_high)}", cmap, norm, value, marked[i, j], 6.5)
+    _undefined_note(ax, rows, rows["mean_over_matching_layers"])
+    ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(models)), models, fontsize=8)
+    asymmetric = (rows["direction"] != "symmetric").any()
+    kind_text = "distance, lower = more alike" if kind == "distance" else "similarity"
+    ax.set_title(f"{title}{' (row → column)' if asymmetric else ''}\n"
+                 f"{kind_text}, {chance_text(rows['null_mean'] if 'null_mean' in rows else None)}", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03).ax.tick_params(labelsize=7)
+
+
+def model_summary_figure(tables: Tables, out_path: str | Path, dataset: str, representation: str,
+                         measures: dict[str, str] | None = None, split: str = "", confidence: float = 0.95,
+                         columns: int = 3) -> None:
+    """One model × model panel per configured measure, grouped by family (CKA, CCA family, neuron-level,
+    neighbourhood, Procrustes): the pair summary's mean over matching layers between distinct models,
+    with its interval; cells whose interval does not exclude chance are hatched."""
+    summary = tables["table"]
+    if {"dataset", "representation"} <= set(summary.columns):
+        summary = summary[(summary["dataset"] == dataset) & (summary["representation"] == representation)]
+    summary = summary[summary["model_a"] != summary["model_b"]]
+    if summary.empty:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.text(0.5, 0.5, f"fewer than two models on {dataset}: nothing to compare", ha="center", va="center")
+        ax.set_axis_off()
+        _save(fig, out_path)
+        return
+    measures = dict(measures or {})
+    labels = list(dict.fromkeys([*[m for m in measures if m in set(summary["measure"])], *summary["measure"]]))
+    families: dict[str, list[str]] = {family: [] for family in FAMILY_ORDER}
+    for label in labels:
+        families[FAMILIES.get(measures.get(label, label), "other")].append(label)
+    layout = _pack({f: ls for f, ls in families.items() if ls}, columns)
+    models = sorted(set(summary["model_a"]) | set(summary["model_b"]))
+    side = 1.1 + 0.62 * len(models)
+    fig, axes = plt.subplots(len(layout), columns, figsize=(side * columns * 1.12, side * len(layout)),
+                             squeeze=False)
+    for panel_row, ax_row in zip(layout, axes):
+        for label, ax in zip(panel_row, ax_row):
+            if label is None:
+                ax.set_axis_off()
+                continue
+            family = FAMILIES.get(measures.get(label, label), "other")
+            _summary_panel(ax, fig, summary[summary["measure"] == label], models,
+                           f"{family} · {MEASURE_LABELS.get(label, label)}")
+    n = summary["n"].iloc[0] if "n" in summary else "?"
+    fig.suptitle(f"Mean over matching layers (same relative depth) between distinct models: {representation} "
+                 f"pooling, {dataset}{' ' + split if split else ''} split, n = {n} rows\n"
+                 f"cell: mean, below it its {confidence:.0%} interval (low–high); {CHANCE_NOTE}; "
+                 "diagonal (a model with itself) left blank",
+                 fontsize=10)
     fig.tight_layout()
     _save(fig, out_path)
 
 
 def model_distance_figure(tables: Tables, out_path: str | Path, label: str) -> None:
-    """Per depth: the arccos-CKA model-distance matrix and an average-linkage dendrogram of it."""
+    """Per dataset, representation and depth: the arccos-CKA model-distance matrix and an average-linkage
+    dendrogram of it, with the distance two models would have at chance when the pair summary is given."""
     distances = tables["table"]
-    matrices = {depth: rows.pivot(index="model_a", columns="model_b", values="distance")
-                for depth, rows in distances.groupby("depth")}
+    keys = [key for key in ("dataset", "representation") if key in distances] + ["depth"]
+    matrices = {key if isinstance(key, tuple) else (key,): rows.pivot(index="model_a", columns="model_b",
+                                                                       values="distance")
+                for key, rows in distances.groupby(keys)}
     from scipy.cluster.hierarchy import dendrogram, linkage
     from scipy.spatial.distance import squareform
 
@@ -99,30 +295,69 @@ def model_distance_figure(tables: Tables, out_path: str | Path, label: str) -> N
         ax.set_axis_off()
         _save(fig, out_path)
         return
-    fig, axes = plt.subplots(len(matrices), 2, figsize=(11, 4.2 * len(matrices)), squeeze=False)
-    for (depth, matrix), (ax_matrix, ax_tree) in zip(matrices.items(), axes):
-        image = ax_matrix.imshow(matrix.to_numpy(), cmap="viridis", vmin=0)
+    summary = tables.get("summary")
+    from matplotlib.colors import Normalize
+
+    fig, axes = plt.subplots(len(matrices), 2, figsize=(11, 0.6 + 2.9 * len(matrices)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1, 1.3]})
+    for (key, matrix), (ax_matrix, ax_tree) in zip(matrices.items(), axes):
+        depth = int(key[-1])
+        where = " ".join(str(k) for k in key[:-1])
+        chance = _chance_distance(summary, label, list(matrix.index), depth, dict(zip(keys[:-1], key[:-1])))
+        # colour up to the chance distance when known, so "as far apart as unrelated models" is the top colour
+        cmap, norm = plt.get_cmap("viridis"), Normalize(0, max(chance or 0, float(np.nanmax(matrix.to_numpy())), 1e-9))
+        image = ax_matrix.imshow(matrix.to_numpy(), cmap=cmap, norm=norm)
         for (i, j), value in np.ndenumerate(matrix.to_numpy()):
-            ax_matrix.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color="white")
+            ax_matrix.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                           color=_text_colour(cmap, norm, value))
         ax_matrix.set_xticks(range(len(matrix)), matrix.columns, rotation=45, ha="right", fontsize=8)
         ax_matrix.set_yticks(range(len(matrix)), matrix.index, fontsize=8)
-        ax_matrix.set_title(f"models with {depth} blocks: sqrt(Σ_l arccos({label})²)", fontsize=9)
+        ax_matrix.set_title(f"{where}{': ' if where else ''}models with {depth} blocks: "
+                            f"sqrt(Σ_l arccos({label})²)", fontsize=9)
         fig.colorbar(image, ax=ax_matrix, label="model distance (radians)", fraction=0.046, pad=0.04)
-        dendrogram(linkage(squareform(matrix.to_numpy(), checks=False), method="average"),
-                   labels=list(matrix.index), ax=ax_tree, orientation="right")
+        links = linkage(squareform(matrix.to_numpy(), checks=False), method="average")
+        dendrogram(links, labels=list(matrix.index), ax=ax_tree, orientation="right", leaf_font_size=9)
+        tallest = float(links[:, 2].max()) if len(links) else 0.0
+        if chance is not None and chance <= 3 * tallest:
+            ax_tree.axvline(chance, color="tab:red", ls="--", lw=1)
+            ax_tree.text(chance, 0.5, f"chance ≈ {chance:.2f} ", color="tab:red", fontsize=8, va="center",
+                         ha="right", rotation=90, transform=ax_tree.get_xaxis_transform())
+            ax_tree.set_xlim(0, max(ax_tree.get_xlim()[1], chance * 1.05))
+        elif chance is not None:  # far beyond the tree: drawing it would flatten the tree to a line
+            ax_tree.text(0.98, 0.02, f"chance ≈ {chance:.2f} (off this scale) →", color="tab:red", fontsize=8,
+                         ha="right", va="bottom", transform=ax_tree.transAxes)
         ax_tree.set_xlabel("model distance (average linkage)")
-        ax_tree.set_title("hierarchical clustering", fontsize=9)
+        ax_tree.set_title("hierarchical clustering (joined further left = closer)", fontsize=9)
     fig.tight_layout()
     _save(fig, out_path)
+
+
+def _chance_distance(summary: pd.DataFrame | None, label: str, models: list[str], depth: int,
+                     where: dict[str, str]) -> float | None:
+    """The distance at chance: every one of the depth + 1 layers at the CKA permutation null mean
+    (the median over these models' pairs in the pair summary), sqrt(depth + 1) · arccos(null)."""
+    if summary is None or "null_mean" not in summary:
+        return None
+    rows = summary[(summary["measure"] == label) & summary["model_a"].isin(models) & summary["model_b"].isin(models)]
+    for column, value in where.items():
+        if column in rows:
+            rows = rows[rows[column] == value]
+    null = rows["null_mean"].dropna()
+    if null.empty:
+        return None
+    return float(np.sqrt(depth + 1) * np.arccos(np.clip(null.median(), -1, 1)))
 
 
 def localization_curves(tables: Tables, out_path: str | Path) -> None:
     """Wu et al.'s localization score per layer, one line per model."""
     scores = tables["table"]
+    # one line per model, and per dataset and representation when the table holds several
+    keys = [k for k in ("dataset", "representation") if k in scores and scores[k].nunique() > 1] + ["model"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    for model, group in scores.groupby("model"):
+    for key, group in scores.groupby(keys):
         depth = group["layer"].max() or 1
-        ax.plot(group["layer"] / depth, group["localization"], marker="o", ms=3, label=model)
+        label = " · ".join(map(str, key)) if isinstance(key, tuple) else str(key)
+        ax.plot(group["layer"] / depth, group["localization"], marker="o", ms=3, label=label)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("relative depth (0 = embeddings, 1 = last block)")
     ax.set_ylabel("mean neuronsim − mean SVCCA to all other layers")
@@ -217,6 +452,8 @@ def layer_views_figure(tables: Tables, out_path: str | Path) -> None:
         ax.set_title(view, fontsize=8)
         ax.set_xlabel(f"layer of {rows['model_b'].iloc[0]}", fontsize=7)
         ax.set_ylabel(f"layer of {rows['model_a'].iloc[0]}", fontsize=7)
+        ax.set_xticks(range(matrix.shape[1]))  # layers are whole numbers, also for shallow models
+        ax.set_yticks(range(matrix.shape[0]))
         ax.tick_params(labelsize=6)
         summary = blocks[blocks["view"] == view]
         if not summary.empty and pd.notna(summary["split"].iloc[0]):
@@ -260,6 +497,7 @@ def skip_heatmap(tables: Tables, out_path: str | Path, metric: str = "accuracy")
 
 FIGURES = {
     "heatmap": pair_heatmaps,
+    "model_summary": model_summary_figure,
     "model_distance": model_distance_figure,
     "localization": localization_curves,
     "aligners": aligner_figure,

@@ -1,10 +1,14 @@
-"""The HTML report: one self-contained page (figures embedded) assembled from sections.
+"""The HTML report: a main page that leads with the answer, and linked detail pages.
 
-Every section is `section(inputs: ReportInputs) -> list[str]`: the HTML fragments of the tidy
-tables and figures it is given, and an empty list when it has nothing to show. Sections only
-show: whatever a table holds was computed by the stage that wrote it; a section may reshape a
-table for display (pivot to a wide table, filter to the task metric), nothing more. Captions
-live once, in the `captions/*.rst` files next to this module, shared with `snakemake --report`.
+The main page (index.html) says what was compared, then the findings, the model × model summary
+per measure family and the model distances; everything per pair, per fine-tuned model and per
+aligner lives on detail pages in the same folder (relative links, figures embedded, so the folder
+can be copied anywhere). Every section is `section(inputs: ReportInputs) -> list[str]`: the HTML
+fragments of the tidy tables and figures it is given, and an empty list when it has nothing to
+show. Sections only show: whatever a table holds was computed by the stage that wrote it; a
+section may reshape a table for display (pivot, filter to the task metric, pick a median to quote),
+nothing more. Captions live once, in the `captions/*.rst` files next to this module, shared with
+`snakemake --report`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from reprsim.io.datasets import read_meta
@@ -29,6 +34,7 @@ from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
 
 Paths = tuple[str, ...]
+PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "pages")
 
 
 @dataclass(frozen=True)
@@ -37,10 +43,16 @@ class ReportInputs:
 
     title: str = "reprsim report"
     task_metrics: Mapping[str, str] = field(default_factory=dict)
+    split: str = ""  # the rows the similarity measures are computed on
+    confidence: float = 0.95  # of every interval
+    measures: Mapping[str, str] = field(default_factory=dict)  # config label -> measure, in config order
+    pages: Mapping[str, str] = field(default_factory=dict)  # page name -> file name, set by build_report
     datasets: Paths = ()
     models: Paths = ()
     stores: Paths = ()
+    findings: Paths = ()
     pair_summary: Paths = ()
+    model_summary_figures: Paths = ()
     heatmaps: Paths = ()
     model_distances: Paths = ()
     model_distance_figure: Paths = ()
@@ -60,16 +72,16 @@ class ReportInputs:
 
     @classmethod
     def from_named(cls, inputs: Mapping[str, str | Iterable[str]], title: str,
-                   task_metrics: Mapping[str, str] | None = None) -> ReportInputs:
+                   task_metrics: Mapping[str, str] | None = None, **params) -> ReportInputs:
         """From named inputs as the rule passes them: a single path or a list of paths per name."""
-        known = {f.name for f in dataclasses.fields(cls)} - {"title", "task_metrics"}
+        known = {f.name for f in dataclasses.fields(cls)} - set(PARAMS)
         unknown = sorted(set(inputs) - known)
         if unknown:
             raise ValueError(f"the report has no section for input(s) {unknown}; add one to "
                              f"reprsim.stages.report.html (it knows {sorted(known)})")
         paths = {name: (str(value),) if isinstance(value, (str, os.PathLike)) else tuple(map(str, value))
                  for name, value in inputs.items()}
-        return cls(title=title, task_metrics=dict(task_metrics or {}), **paths)
+        return cls(title=title, task_metrics=dict(task_metrics or {}), **params, **paths)
 
 
 # ----------------------------------------------------------------- captions
@@ -95,22 +107,47 @@ def caption(name: str, **wildcards: str) -> str:
 
 def _paragraphs(name: str, **wildcards: str) -> list[str]:
     """A caption file as HTML paragraphs (a blank line in the .rst starts a new one)."""
-    return [f"<p>{html.escape(block)}</p>" for block in _caption_blocks(name, wildcards)]
+    return [f"<p class='caption'>{html.escape(block)}</p>" for block in _caption_blocks(name, wildcards)]
 
 
 # ----------------------------------------------------------------- HTML helpers
 
+MEASURE_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
+                 "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes", "mutual_knn": "mutual k-NN"}
 
-def _image(path: str | Path, label: str, wide: bool = False) -> str:
+
+def _image(path: str | Path, text: str, alt: str | None = None, wide: bool = False) -> str:
+    """A figure, its PNG embedded, with `text` (escaped) as its caption."""
     data = base64.b64encode(Path(path).read_bytes()).decode()
-    return (
-        f'<figure{" class=wide" if wide else ""}><img src="data:image/png;base64,{data}" alt="{html.escape(label)}">'
-        f"<figcaption>{html.escape(label)}</figcaption></figure>"
-    )
+    return (f'<figure{" class=wide" if wide else ""}><img src="data:image/png;base64,{data}" '
+            f'alt="{html.escape(alt or text)}"><figcaption>{html.escape(text)}</figcaption></figure>')
 
 
-def _table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, border=0, classes="data", na_rep="–", float_format=lambda v: f"{v:.4g}")
+def _table(frame: pd.DataFrame, escape: bool = True) -> str:
+    return frame.to_html(index=False, border=0, classes="data", na_rep="–", escape=escape,
+                         float_format=lambda v: f"{v:.4g}")
+
+
+def _number(value) -> str:
+    """Three significant digits, – for a missing number."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    return "–" if not np.isfinite(value) else f"{value:.3g}"
+
+
+def _with_interval(value, low, high) -> str:
+    """'value [low, high]' with as many decimals as show two digits of the interval's width (2 to 4),
+    or the value alone (three significant digits) when the interval is missing."""
+    if "–" in (_number(value), _number(low), _number(high)):
+        return _number(value)
+    value, low, high = float(value), float(low), float(high)
+    width = high - low
+    decimals = 2 if width <= 0 else int(max(2, 1 - np.floor(np.log10(width))))
+    if decimals > 4:  # a very narrow interval: fixed decimals would read 0.0000 [0.0000, 0.0000]
+        return f"{value:.3g} [{low:.3g}, {high:.3g}]"
+    return f"{value:.{decimals}f} [{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
 def _short(digest: str | None) -> str:
@@ -121,11 +158,21 @@ def _read_all(paths: Iterable[str]) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
 
 
-def _pair_label(path: str) -> str:
-    """'A: a · B: b — pooling, dataset' from a per-pair path .../{representation}/{dataset}/{a}__{b}.png."""
+def _pair_parts(path: str) -> tuple[str, str, str, str]:
+    """(representation, dataset, model_a, model_b) of a per-pair path .../{representation}/{dataset}/{a}__{b}.png."""
     path = Path(path)
     a, _, b = path.stem.partition("__")
-    return f"A: {a} · B: {b} — {path.parent.parent.name} pooling, {path.parent.name}"
+    return path.parent.parent.name, path.parent.name, a, b
+
+
+def _pair_label(path: str) -> str:
+    """'A: a · B: b — pooling, dataset' from a per-pair path."""
+    representation, dataset, a, b = _pair_parts(path)
+    return f"A: {a} · B: {b} — {representation} pooling, {dataset}"
+
+
+def _anchor(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts)).strip("-")
 
 
 def _task_metric_rows(frame: pd.DataFrame, model_column: str, task_metrics: Mapping[str, str]) -> pd.DataFrame:
@@ -136,6 +183,38 @@ def _task_metric_rows(frame: pd.DataFrame, model_column: str, task_metrics: Mapp
 def _by_model(paths: Iterable[str]) -> dict[str, str]:
     """Per-model outputs (.../{model}/<file>) by model name."""
     return {Path(p).parent.name: p for p in paths}
+
+
+def _measure_name(label: str) -> str:
+    return MEASURE_NAMES.get(label, label)
+
+
+def _link(inputs: ReportInputs, page: str, text: str, anchor: str = "") -> str:
+    """A relative link to another page of the report ('' when this report has no such page)."""
+    target = inputs.pages.get(page)
+    if not target:
+        return ""
+    return f"<a href='{html.escape(target)}{'#' + anchor if anchor else ''}'>{html.escape(text)}</a>"
+
+
+def _rows_compared(inputs: ReportInputs) -> str:
+    """'n = 872 rows' of the similarity split, as the pair summary records it."""
+    if not inputs.pair_summary:
+        return ""
+    summary = _read_all(inputs.pair_summary)
+    if "n" not in summary or summary.empty:
+        return ""
+    counts = sorted({int(n) for n in summary["n"].dropna()})
+    return "n = " + " or ".join(f"{n:,}" for n in counts) + " rows" if counts else ""
+
+
+def _chance_levels(summary: pd.DataFrame, measures: Iterable[str]) -> str:
+    """'linear CKA 0.035, PWCCA 0.97, …': each measure's chance level (null mean; median over pairs)."""
+    if "null_mean" not in summary:
+        return ""
+    medians = summary.groupby("measure")["null_mean"].median()
+    order = [m for m in measures if m in medians.index] + [m for m in medians.index if m not in set(measures)]
+    return ", ".join(f"{_measure_name(m)} {medians[m]:.2f}" for m in order if np.isfinite(medians[m]))
 
 
 # ----------------------------------------------------------------- provenance tables
@@ -184,69 +263,336 @@ def stores_table(store_paths: Iterable[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ----------------------------------------------------------------- sections
+def _model_phrase(meta: Mapping) -> str:
+    """One model in words: where it comes from and, for a fine-tuned one, how well it does its task."""
+    source, spec = meta["source"], meta.get("spec") or {}
+    shape = f"{meta['n_layers']} blocks × {meta['hidden_size']}"
+    if source == "finetune":
+        accuracy = meta.get("validation_accuracy")
+        score = f", validation accuracy {accuracy:.3f}" if isinstance(accuracy, (int, float)) else ""
+        origin = f"{meta.get('parent')} fine-tuned on {meta.get('dataset', spec.get('dataset', '?'))}, " \
+                 f"seed {meta.get('seed')}{score}"
+    elif source == "init":
+        origin = f"randomly initialised {meta['architecture']}, seed {meta.get('seed')}"
+    elif source == "package":
+        origin = f"pretrained, from the Python package {spec.get('package', '?')}"
+    elif source == "hf":
+        origin = f"pretrained, from the hub ({spec.get('id', '?')})"
+    else:
+        origin = f"from {source}"
+    return f"{origin} ({shape})"
+
+
+# ----------------------------------------------------------------- main page sections
 
 
 def header(inputs: ReportInputs) -> list[str]:
-    return [
-        f"<h1>{html.escape(inputs.title)}</h1>",
-        f"<p class='meta'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by reprsim; "
-        f"versions: {html.escape(json.dumps(versions()))}</p>",
-        *_paragraphs("workflow"),
-    ]
+    """The title and, in a few lines, what was compared: models, dataset and rows, measures."""
+    parts = [f"<h1>{html.escape(inputs.title)}</h1>"]
+    metas = [read_meta(d) for d in inputs.models]
+    datasets = [read_meta(d) for d in inputs.datasets]
+    summary = _read_all(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
+    where = [f"<b>{html.escape(d['name'])}</b> ({len(d['label_names'])} classes: "
+             f"{html.escape(', '.join(map(str, d['label_names'])))})" for d in datasets]
+    sizes = sorted({d["sizes"][inputs.split] for d in datasets if d["sizes"].get(inputs.split)})
+    # the rows the pair tables say they used (extraction may cap a split), else the split's size
+    rows = _rows_compared(inputs) or ("n = " + " or ".join(f"{n:,}" for n in sizes) + " rows" if sizes else "")
+    representations = sorted(set(summary["representation"])) if "representation" in summary else []
+    sentence = [f"Compared: <b>{len(metas)} models</b>" if metas else "Compared:"]
+    if where:
+        sentence.append(f" on {', '.join(where)}")
+    if inputs.split or rows:
+        sentence.append(f", {html.escape(inputs.split + ' split' if inputs.split else 'rows')}"
+                        f"{', <b>' + rows + '</b>' if rows else ''}")
+    if representations:
+        sentence.append(f", {html.escape(', '.join(representations))} pooling")
+    if inputs.measures:
+        sentence.append(f", {len(inputs.measures)} measures ("
+                        f"{html.escape(', '.join(_measure_name(m) for m in inputs.measures))})")
+    parts.append(f"<p class='lead'>{''.join(sentence)}. Similarities come with their {inputs.confidence:.0%} "
+                 "interval (half-samples of the rows) and their chance level (the measure's permutation null "
+                 "mean); findings with the interval their verdict rests on.</p>")
+    if metas:
+        parts.append("<ul class='models'>" + "".join(
+            f"<li><b>{html.escape(m['name'])}</b>: {html.escape(_model_phrase(m))}</li>" for m in metas) + "</ul>")
+    parts.append(f"<p class='meta'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by reprsim "
+                 "(versions under Provenance).</p>")
+    return parts
 
 
-def datasets(inputs: ReportInputs) -> list[str]:
-    return ["<h2>Datasets</h2>", _table(datasets_table(inputs.datasets))] if inputs.datasets else []
+MAIN_SECTIONS_TOC = [("findings", "Findings"), ("summary", "Model × model summary per measure family"),
+                     ("distance", "Model distance and clustering"), ("provenance", "Provenance")]
 
 
-def models(inputs: ReportInputs) -> list[str]:
-    return ["<h2>Models</h2>", _table(models_table(inputs.models))] if inputs.models else []
+def contents(inputs: ReportInputs) -> list[str]:
+    """Table of contents: the sections of this page, then the detail pages."""
+    present = {"findings": bool(inputs.findings), "summary": bool(inputs.model_summary_figures),
+               "distance": bool(inputs.model_distance_figure or inputs.model_distances),
+               "provenance": bool(inputs.datasets or inputs.models or inputs.stores)}
+    items = [f"<li><a href='#{anchor}'>{text}</a></li>" for anchor, text in MAIN_SECTIONS_TOC if present[anchor]]
+    details = [f"<li>{_link(inputs, name, page.title)}: {html.escape(page.blurb)}</li>"
+               for name, page in PAGES.items() if name != "index" and name in inputs.pages]
+    return ["<nav class='toc'><div><b>On this page</b><ol>", *items, "</ol></div>",
+            *(["<div><b>Detail pages</b><ul>", *details, "</ul></div>"] if details else []), "</nav>"]
 
 
-def stores(inputs: ReportInputs) -> list[str]:
-    return ["<h2>Activation stores</h2>", _table(stores_table(inputs.stores))] if inputs.stores else []
+VERDICTS = {"supported": "✓ supported", "contradicted": "✗ contradicted", "inconclusive": "? inconclusive",
+            "not applicable": "– not applicable"}
 
 
-def similarity(inputs: ReportInputs) -> list[str]:
-    """Pair heatmaps, then the summary per model pair (the compare stage's pair_summary table)."""
-    if not inputs.heatmaps and not inputs.pair_summary:
+def findings(inputs: ReportInputs) -> list[str]:
+    """The findings table: each claim's verdict first, its estimate with interval against its reference."""
+    if not inputs.findings:
         return []
-    parts = ["<h2>Layer-by-layer similarity</h2>"]
-    if inputs.heatmaps:
-        parts += [*_paragraphs("heatmap"), *[_image(p, _pair_label(p), wide=True) for p in inputs.heatmaps]]
-    if inputs.pair_summary:
-        summary = _read_all(inputs.pair_summary)
-        if not summary.empty:
-            parts += ["<h3>Summary per model pair (layers with the same index)</h3>", *_paragraphs("pair_summary"),
-                      _table(summary)]
+    table = _read_all(inputs.findings)
+    counts = table["verdict"].value_counts() if not table.empty else pd.Series(dtype=int)
+    tally = " · ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
+    parts = ["<h2 id='findings'>Findings</h2>", *_paragraphs("findings")]
+    if table.empty:
+        return [*parts, "<p>No claim applies to this configuration.</p>"]
+    parts.append(f"<p class='tally'>{len(table)} claims: {html.escape(tally)}.</p>")
+    head = ("<tr><th>verdict</th><th>claim</th><th>statistic</th>"
+            f"<th>estimate [{inputs.confidence:.0%} interval]</th><th>reference</th><th>n</th><th>reason</th></tr>")
+    body = []
+    for row in table.itertuples(index=False):
+        row = row._asdict()
+        verdict = str(row.get("verdict", ""))
+        css = re.sub(r"\W+", "-", verdict)
+        rests_on = " · ".join(str(row[k]) for k in ("models", "measure") if row.get(k) not in (None, "") and
+                              not (isinstance(row[k], float) and np.isnan(row[k])))
+        reference = _number(row.get("reference"))
+        kind = row.get("reference_kind")
+        if reference != "–" and isinstance(kind, str) and kind not in ("", "zero"):
+            reference += f" ({kind})"
+        n = row.get("n")
+        body.append(
+            f"<tr class='{css}'><td><span class='verdict {css}'>{html.escape(VERDICTS.get(verdict, verdict))}</span>"
+            f"</td><td class='claim'>{html.escape(str(row.get('claim', '')))}"
+            f"<div class='sub'>{html.escape(str(row.get('source', '')))}</div></td>"
+            f"<td class='statistic'>{html.escape(str(row.get('statistic', '')))}"
+            f"<div class='sub'>{html.escape(rests_on)}</div></td>"
+            f"<td class='num'>{html.escape(_with_interval(row.get('estimate'), row.get('ci_low'), row.get('ci_high')))}"
+            f"</td><td class='num'>{html.escape(reference)}</td>"
+            f"<td class='num'>{html.escape(f'{int(n):,}' if _number(n) != '–' else '–')}</td>"
+            f"<td class='reason'>{_reason(row.get('reason'))}</td></tr>")
+    return [*parts, f"<table class='findings'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"]
+
+
+def _reason(reason) -> str:
+    """The verdict's reason: its first clause (what the interval does against the reference) shown,
+    the rest (how the interval was built) one click away, so that a row stays a few lines tall."""
+    text = str(reason) if isinstance(reason, str) else ""
+    first, _, rest = text.partition("; ")
+    if not rest:
+        return html.escape(first)
+    return f"{html.escape(first)}<details><summary>how</summary>{html.escape(rest)}</details>"
+
+
+def model_summary(inputs: ReportInputs) -> list[str]:
+    """The model × model summary figure per dataset and representation, with n and the chance levels quoted."""
+    if not inputs.model_summary_figures:
+        return []
+    summary = _read_all(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
+    parts = ["<h2 id='summary'>Model × model summary per measure family</h2>",
+             *_paragraphs("model_summary")]
+    for path in inputs.model_summary_figures:
+        representation, dataset = Path(path).parent.name, Path(path).stem
+        rows = summary
+        if {"dataset", "representation"} <= set(summary.columns):
+            rows = summary[(summary["dataset"] == dataset) & (summary["representation"] == representation)]
+        n = f"n = {int(rows['n'].iloc[0]):,} rows" if "n" in rows and not rows.empty else "n in the figure title"
+        chance = _chance_levels(rows, inputs.measures) if not rows.empty else ""
+        text = (f"{dataset}, {representation} pooling, {inputs.split + ' split, ' if inputs.split else ''}{n}. "
+                f"Chance levels (permutation null means, median over pairs): {chance or 'not recorded'}. "
+                "Hatched cells: the interval does not exclude chance.")
+        parts.append(_image(path, text, alt=f"model × model summary, {dataset}, {representation} pooling",
+                            wide=True))
+    more = _link(inputs, "pairs", "Similarity per model pair")
+    if more:
+        parts.append(f"<p class='more'>Layer × layer heatmaps of every measure for every pair, and this summary "
+                     f"as a table with warnings: {more}.</p>")
+    return parts
+
+
+def _distance_matrices(distances: pd.DataFrame) -> list[str]:
+    """One model × model table per dataset, representation, measure and depth: 'distance [low, high]'."""
+    keys = [k for k in ("dataset", "representation", "measure", "depth") if k in distances]
+    parts = []
+    for key, rows in distances.groupby(keys, sort=True):
+        key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        cells = rows.assign(cell=[
+            "0" if a == b else _with_interval(d, lo, hi) for a, b, d, lo, hi in zip(
+                rows["model_a"], rows["model_b"], rows["distance"],
+                rows.get("ci_low", pd.Series(np.nan, index=rows.index)),
+                rows.get("ci_high", pd.Series(np.nan, index=rows.index)))])
+        matrix = cells.pivot(index="model_a", columns="model_b", values="cell")
+        matrix.columns.name = None
+        where = ", ".join(str(key[k]) for k in ("dataset", "representation") if k in key)
+        parts += [f"<h3>Models with {int(key['depth'])} blocks ({html.escape(str(key.get('measure', '')))}"
+                  f"{'; ' + html.escape(where) if where else ''})</h3>",
+                  _table(matrix.rename_axis("model").reset_index())]
     return parts
 
 
 def model_distance(inputs: ReportInputs) -> list[str]:
-    """The model-distance figure, and its table as one model × model matrix per measure and depth."""
+    """The model-distance figure (matrix and dendrogram), and its table with intervals, per depth."""
     if not inputs.model_distance_figure and not inputs.model_distances:
         return []
-    parts = ["<h2>Model distance</h2>"]
-    if inputs.model_distance_figure:  # the figure's caption says what the matrices below hold
-        parts += [_image(p, caption("model_distance"), wide=True) for p in inputs.model_distance_figure]
-    else:
-        parts += _paragraphs("model_distance")
+    parts = ["<h2 id='distance'>Model distance and clustering</h2>",
+             *_paragraphs("model_distance")]
+    if inputs.model_distance_figure:
+        rows = _rows_compared(inputs) or "n in the pair tables"
+        parts += [_image(p, f"Model distance between models of equal depth ({rows}); chance (red): the "
+                            "distance two models would have with every layer at CKA's chance level.",
+                         alt="model distance matrices and dendrograms", wide=True)
+                  for p in inputs.model_distance_figure]
     if inputs.model_distances:
-        distances = _read_all(inputs.model_distances)
-        for (measure, depth), rows in distances.groupby(["measure", "depth"], sort=True):
-            matrix = rows.pivot(index="model_a", columns="model_b", values="distance")
-            matrix.columns.name = None
-            parts += [f"<h3>Models with {int(depth)} blocks ({html.escape(str(measure))})</h3>",
-                      _table(matrix.rename_axis("model").reset_index())]
+        parts += [f"<p class='caption'>Model distance [{inputs.confidence:.0%} interval] (radians):</p>",
+                  *_distance_matrices(_read_all(inputs.model_distances))]
     return parts
 
 
-def localization(inputs: ReportInputs) -> list[str]:
-    if not inputs.localization_figure:
+def provenance(inputs: ReportInputs) -> list[str]:
+    """Datasets, models, stores and versions, collapsed: they matter for reproducing, not for reading."""
+    tables = []
+    if inputs.datasets:
+        tables += ["<h3>Datasets</h3>", _table(datasets_table(inputs.datasets))]
+    if inputs.models:
+        tables += ["<h3>Models</h3>", _table(models_table(inputs.models))]
+    if inputs.stores:
+        tables += ["<h3>Activation stores</h3>", _table(stores_table(inputs.stores))]
+    if not tables:
         return []
-    return ["<h2>Localization</h2>",
-            *[_image(p, caption("localization"), wide=True) for p in inputs.localization_figure]]
+    return ["<h2 id='provenance'>Provenance</h2>",
+            "<details><summary>Datasets, models, activation stores and versions</summary>",
+            *_paragraphs("workflow"), *tables,
+            f"<p class='meta'>versions: {html.escape(json.dumps(versions()))}</p></details>"]
+
+
+# ----------------------------------------------------------------- detail pages
+
+
+def pair_details(inputs: ReportInputs) -> list[str]:
+    """Per model pair: the pair summary table, then every pair's heatmaps, with an index of pairs."""
+    if not inputs.heatmaps and not inputs.pair_summary:
+        return []
+    parts = []
+    if inputs.heatmaps:
+        links = [f"<a href='#{_anchor('pair', *_pair_parts(p))}'>{html.escape(_pair_parts(p)[2])} vs "
+                 f"{html.escape(_pair_parts(p)[3])}</a>" for p in inputs.heatmaps]
+        parts.append(f"<nav class='pairs'><b>Pairs:</b> {' · '.join(links)}</nav>")
+    if inputs.pair_summary:
+        summary = _read_all(inputs.pair_summary)
+        if not summary.empty:
+            parts += ["<h2 id='pair-summary'>Summary per model pair (mean over matching layers)</h2>",
+                      *_paragraphs("pair_summary"),
+                      "<details><summary>The table: one row per pair, measure and direction "
+                      f"({len(summary)} rows)</summary>", _table(_pair_summary_display(summary, inputs)),
+                      "</details>"]
+    if inputs.localization_figure:
+        rows = _rows_compared(inputs) or "n in the pair tables"
+        parts += ["<h2 id='localization'>Localization</h2>",
+                  *[_image(p, f"{caption('localization')} {rows}; the score has no permutation null of its "
+                              "own: 0 = neuron-level and distributed similarity agree.", alt="localization",
+                           wide=False) for p in inputs.localization_figure]]
+    if inputs.heatmaps:
+        parts += ["<h2 id='heatmaps'>Layer-by-layer similarity</h2>", *_paragraphs("heatmap")]
+        for path in inputs.heatmaps:
+            representation, dataset, a, b = _pair_parts(path)
+            parts += [f"<h3 id='{_anchor('pair', representation, dataset, a, b)}'>{html.escape(a)} vs "
+                      f"{html.escape(b)} <span class='sub'>{html.escape(representation)} pooling, "
+                      f"{html.escape(dataset)}</span></h3>",
+                      _image(path, f"{_pair_label(path)}; n and each measure's chance level in the panel titles; "
+                                   "hatched cells: the interval does not exclude chance.",
+                             alt=_pair_label(path), wide=True)]
+    return parts
+
+
+def _pair_summary_display(summary: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
+    """The pair summary for reading: the mean with its interval in one column, chance beside it."""
+    shown = pd.DataFrame({column: summary[column] for column in ("dataset", "representation", "model_a", "model_b")
+                          if column in summary})
+    shown["measure"] = summary["measure"].map(_measure_name)
+    shown["direction"] = summary["direction"]
+    if "n_layers" in summary:
+        shown["layers"] = summary["n_layers"]
+    shown[f"mean [{inputs.confidence:.0%} interval]"] = [
+        _with_interval(v, lo, hi) for v, lo, hi in zip(
+            summary["mean_over_matching_layers"], summary.get("ci_low", pd.Series(np.nan, index=summary.index)),
+            summary.get("ci_high", pd.Series(np.nan, index=summary.index)))]
+    shown["chance"] = summary["null_mean"].map(_number) if "null_mean" in summary else "–"
+    if "beyond_chance" in summary:
+        shown["beyond chance"] = summary["beyond_chance"].map({True: "yes", False: "no"}).fillna("–")
+    if "largest_null_p" in summary:
+        shown["largest null p"] = summary["largest_null_p"].map(_number)
+    if "n" in summary:
+        shown["n"] = summary["n"]
+    if "warning" in summary:
+        shown["warning"] = summary["warning"].fillna("")
+    return shown
+
+
+def _majority(inputs: ReportInputs) -> dict[str, float]:
+    """The majority-class score (the chance baseline) per fine-tuned model, from its truncation table."""
+    if not inputs.truncation_tables:
+        return {}
+    scores = _task_metric_rows(_read_all(inputs.truncation_tables), "model", inputs.task_metrics)
+    majority = scores[scores["mode"] == "MAJORITY"]
+    return dict(zip(majority["model"], majority["value"]))
+
+
+def _n_of(paths: Iterable[str]) -> dict[str, str]:
+    """'n = 500 validation rows' per model, from its per-model tables (split, n columns)."""
+    found = {}
+    for model, path in _by_model(paths).items():
+        table = pd.read_parquet(path, columns=None)
+        if {"n", "split"} <= set(table.columns) and not table.empty:
+            found[model] = f"n = {int(table['n'].iloc[0]):,} {table['split'].iloc[0]} rows"
+    return found
+
+
+def finetuned(inputs: ReportInputs) -> list[str]:
+    """Per fine-tuned model its truncation curve, skip map and layer views; block structure; truncation scores."""
+    if not (inputs.truncation_figures or inputs.layer_view_figures or inputs.layer_blocks
+            or inputs.truncation_tables or inputs.skip_figures):
+        return []
+    truncation, views = _by_model(inputs.truncation_figures), _by_model(inputs.layer_view_figures)
+    skipped = _by_model(inputs.skip_figures)
+    majority = _majority(inputs)
+    n_truncation, n_skip, n_views = (_n_of(inputs.truncation_tables), _n_of(inputs.skip_tables),
+                                     _n_of(inputs.layer_views))
+    models = sorted(set(truncation) | set(views) | set(skipped))
+    parts = []  # the page's title names the section; each model gets its own heading
+    if models:
+        parts.append("<nav class='pairs'><b>Models:</b> " + " · ".join(
+            f"<a href='#{_anchor('model', m)}'>{html.escape(m)}</a>" for m in models) + "</nav>")
+    parts += [*(_paragraphs("truncation") if truncation else []), *(_paragraphs("skip") if skipped else []),
+              *(_paragraphs("layer_views") if views else [])]
+    for model in models:
+        chance = (f"chance: the majority class, {majority[model]:.3f}" if model in majority
+                  else "chance: the majority class (no truncation table)")
+        figures = []
+        if model in truncation:
+            n = n_truncation.get(model, "n in the axis label")
+            figures.append(_image(truncation[model], f"{model}: truncation; {n}; {chance} (dotted line)."))
+        if model in skipped:
+            figures.append(_image(skipped[model], f"{model}: skipping blocks; {n_skip.get(model, 'n in the title')}; "
+                                                  f"{chance}."))
+        if model in views:
+            figures.append(_image(views[model], f"{model}: linear CKA between layers; "
+                                                f"{n_views.get(model, 'n in the title')}; chance level: none drawn "
+                                                "for these views (no permutation null).", wide=True))
+        parts += [f"<h2 id='{_anchor('model', model)}'>{html.escape(model)}</h2>", "<div class='grid'>", *figures,
+                  "</div>"]
+    if inputs.layer_blocks:
+        parts += ["<h2 id='blocks'>Block structure</h2>", *_paragraphs("layer_blocks"),
+                  _table(_read_all(inputs.layer_blocks))]
+    if inputs.truncation_tables:
+        scores = _task_metric_rows(_read_all(inputs.truncation_tables), "model", inputs.task_metrics)
+        wide = scores.pivot_table(index=["model", "metric", "mode"], columns="layer", values="value")
+        wide.columns = ["majority" if layer < 0 else f"layer {layer}" for layer in wide.columns]
+        parts += ["<h2 id='truncation-scores'>Truncation scores</h2>", _table(wide.reset_index())]
+    return parts
 
 
 def aligners(inputs: ReportInputs) -> list[str]:
@@ -254,16 +600,17 @@ def aligners(inputs: ReportInputs) -> list[str]:
     figures), layer injection (Table 5)."""
     if not (inputs.synthetic_tables or inputs.aligner_tables or inputs.aligner_figures or inputs.injection_tables):
         return []
-    parts = ["<h2>Aligners</h2>"]
+    parts = []
     if inputs.synthetic_tables:
         synthetic = _read_all(inputs.synthetic_tables)
         synthetic = synthetic[synthetic["role"] == "score"] if "role" in synthetic else synthetic
         wide = synthetic.pivot_table(index=["dataset", "model", "layer", "map_seed"], columns="aligner",
                                      values="rel_error", sort=False)
         wide.columns.name = None
-        parts += ["<h3>Synthetic recovery (Table 3)</h3>", *_paragraphs("synthetic"), _table(wide.reset_index())]
+        parts += ["<h2 id='synthetic'>Synthetic recovery (Table 3)</h2>", *_paragraphs("synthetic"),
+                  _table(wide.reset_index())]
     if inputs.aligner_tables or inputs.aligner_figures:
-        parts.append("<h3>Aligners between models (Table 4)</h3>")
+        parts.append("<h2 id='between-models'>Aligners between models (Table 4)</h2>")
     if inputs.aligner_tables:
         scored = _read_all(inputs.aligner_tables)
         scored = scored[scored["role"] == "score"]
@@ -272,72 +619,141 @@ def aligners(inputs: ReportInputs) -> list[str]:
         wide.columns.name = None
         parts += [*_paragraphs("aligner_summary"), _table(wide.reset_index())]
     if inputs.aligner_figures:
-        parts += [*_paragraphs("aligners"), *[_image(p, _pair_label(p), wide=True) for p in inputs.aligner_figures]]
+        tables = {Path(p).stem: p for p in inputs.aligner_tables}
+        parts += _paragraphs("aligners")
+        for path in inputs.aligner_figures:
+            n = ""
+            if Path(path).stem in tables:
+                scored = pd.read_parquet(tables[Path(path).stem])
+                scored = scored[scored["role"] == "score"]
+                n = f"; n = {int(scored['n'].iloc[0]):,} {scored['split'].iloc[0]} rows" if not scored.empty else ""
+            parts.append(_image(path, f"{_pair_label(path)}{n}; no chance level is computed for aligner errors "
+                                      "(0 = an exact map).", wide=True))
     if inputs.injection_tables:
         injected = _read_all(inputs.injection_tables)
-        wide = _task_metric_rows(injected, "target", inputs.task_metrics).pivot_table(index=["dataset", "source", "target", "metric"], columns="method",
-                                          values="value", sort=False)
+        wide = _task_metric_rows(injected, "target", inputs.task_metrics).pivot_table(
+            index=["dataset", "source", "target", "metric"], columns="method", values="value", sort=False)
         wide.columns.name = None
-        parts += ["<h3>Layer injection (Table 5)</h3>", *_paragraphs("injection"), _table(wide.reset_index())]
+        parts += ["<h2 id='injection'>Layer injection (Table 5)</h2>", *_paragraphs("injection"),
+                  _table(wide.reset_index())]
     return parts
 
 
-def finetuned(inputs: ReportInputs) -> list[str]:
-    """Per fine-tuned model its truncation curve next to its layer views; block structure; truncation scores."""
-    if not (inputs.truncation_figures or inputs.layer_view_figures or inputs.layer_blocks
-            or inputs.truncation_tables):
-        return []
-    parts = ["<h2>Fine-tuned models: truncation and layer similarity</h2>"]
-    truncation, views = _by_model(inputs.truncation_figures), _by_model(inputs.layer_view_figures)
-    parts += [*(_paragraphs("truncation") if truncation else []), *(_paragraphs("layer_views") if views else [])]
-    for model in sorted(set(truncation) | set(views)):
-        figures = [_image(truncation[model], f"{model}: truncation")] if model in truncation else []
-        if model in views:
-            figures.append(_image(views[model], f"{model}: CKA between layers", wide=True))
-        parts += [f"<h3>{html.escape(model)}</h3>", "<div class='grid'>", *figures, "</div>"]
-    if inputs.layer_blocks:
-        parts += ["<h3>Block structure</h3>", *_paragraphs("layer_blocks"), _table(_read_all(inputs.layer_blocks))]
-    if inputs.truncation_tables:
-        scores = _read_all(inputs.truncation_tables)
-        scores = _task_metric_rows(scores, "model", inputs.task_metrics)
-        wide = scores.pivot_table(index=["model", "metric", "mode"], columns="layer", values="value")
-        wide.columns = ["majority" if layer < 0 else f"layer {layer}" for layer in wide.columns]
-        parts += ["<h3>Truncation scores</h3>", _table(wide.reset_index())]
-    return parts
-
-
-def skipping(inputs: ReportInputs) -> list[str]:
-    if not inputs.skip_figures:
-        return []
-    skipped = _by_model(inputs.skip_figures)
-    return ["<h2>Fine-tuned models: skipping blocks</h2>", *_paragraphs("skip"), "<div class='grid'>",
-            *[_image(path, f"{model}: skipping blocks") for model, path in sorted(skipped.items())], "</div>"]
-
+# ----------------------------------------------------------------- pages
 
 Section = Callable[[ReportInputs], list[str]]
-SECTIONS: list[Section] = [header, datasets, models, stores, similarity, model_distance, localization, aligners,
-                           finetuned, skipping]
+
+
+@dataclass(frozen=True)
+class Page:
+    """One HTML page of the report: its title, a line saying what is on it (for the main page's
+    contents), its sections, and the inputs whose presence means it has something to show."""
+
+    title: str
+    blurb: str
+    sections: tuple[Section, ...]
+    inputs: tuple[str, ...]
+
+
+PAGES: dict[str, Page] = {
+    "index": Page("Summary", "findings, model × model summaries, model distances",
+                  (header, contents, findings, model_summary, model_distance, provenance), ()),  # always written
+    "pairs": Page("Similarity per model pair",
+                  "every measure between every pair of layers of every model pair (heatmaps), the summary per "
+                  "pair as a table with warnings, localization",
+                  (pair_details,), ("heatmaps", "localization_figure")),
+    "models": Page("Fine-tuned models", "truncation, skipping blocks and CKA between layers, per fine-tuned model",
+                   (finetuned,), ("truncation_figures", "skip_figures", "layer_view_figures", "layer_blocks")),
+    "alignment": Page("Aligners", "maps between the models' representation spaces (Ren et al. 2023): synthetic "
+                                  "recovery, aligners between models, layer injection",
+                      (aligners,), ("aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")),
+}
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
-table.data { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0 1.5rem; }
-table.data th, table.data td { padding: 0.25rem 0.6rem; border-bottom: 1px solid #ddd; text-align: right; }
-.grid { display: flex; flex-wrap: wrap; gap: 1rem; }
-figure { margin: 0; } figure img { max-width: 560px; } figure.wide img { max-width: 100%; } figcaption { font-size: 0.8rem; color: #555; }
-.meta { font-size: 0.8rem; color: #666; }
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1280px; padding: 0 1.5rem; color: #222;
+       line-height: 1.4; }
+h1 { font-size: 1.7rem; margin: 0 0 0.6rem; } h2 { margin: 2rem 0 0.5rem; border-bottom: 1px solid #ddd; }
+h3 .sub { font-weight: normal; color: #666; font-size: 0.85rem; }
+p.lead { font-size: 1.05rem; margin: 0.3rem 0; } ul.models { margin: 0.2rem 0 0.4rem; font-size: 0.9rem; }
+p.caption, p.more { font-size: 0.88rem; color: #444; max-width: 75rem; }
+nav.toc { display: flex; gap: 3rem; background: #f6f6f6; padding: 0.6rem 1rem; border-radius: 6px; font-size: 0.92rem; }
+nav.toc ol, nav.toc ul { margin: 0.2rem 0; padding-left: 1.3rem; }
+nav.pages { font-size: 0.9rem; margin-bottom: 0.8rem; } nav.pairs { font-size: 0.85rem; line-height: 1.7; }
+table.data { border-collapse: collapse; font-size: 0.82rem; margin: 0.5rem 0 1.2rem; }
+table.data th, table.data td { padding: 0.2rem 0.55rem; border-bottom: 1px solid #ddd; text-align: right; }
+table.findings { border-collapse: collapse; font-size: 0.85rem; width: 100%; margin: 0.4rem 0 1rem; }
+table.findings th { text-align: left; border-bottom: 2px solid #999; padding: 0.3rem 0.5rem; }
+table.findings td { vertical-align: top; border-bottom: 1px solid #ddd; padding: 0.35rem 0.5rem; }
+table.findings td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+table.findings td.reason { color: #333; font-size: 0.8rem; width: 30%; }
+table.findings td.claim { width: 19%; } table.findings td.statistic { width: 27%; }
+table.findings td.reason details { margin: 0.1rem 0 0; color: #555; }
+table.findings td.reason summary { font-size: 0.75rem; }
+.sub { font-size: 0.76rem; color: #666; margin-top: 0.15rem; }
+.verdict { display: inline-block; white-space: nowrap; padding: 0.1rem 0.45rem; border-radius: 4px; font-weight: 600; }
+.verdict.supported { background: #d7f0dc; color: #135c24; }
+.verdict.contradicted { background: #f8d3d0; color: #8a1a12; }
+.verdict.inconclusive { background: #fcebc4; color: #7a5300; }
+.verdict.not-applicable { background: #eee; color: #666; }
+tr.not-applicable td { color: #777; }
+.tally { font-weight: 600; }
+.grid { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }
+figure { margin: 0.4rem 0 1rem; } figure img { max-width: 600px; } figure.wide img { max-width: 100%; }
+figcaption { font-size: 0.8rem; color: #555; max-width: 75rem; }
+details { margin: 0.5rem 0; } summary { cursor: pointer; color: #1a4f8b; }
+.meta { font-size: 0.78rem; color: #666; }
 """
 
 
-def render(inputs: ReportInputs, sections: Iterable[Section] = SECTIONS) -> str:
-    """The report page: every section's fragments, in order, in one HTML document."""
-    body = "".join(part for section in sections for part in section(inputs))
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(inputs.title)}'
-            f"</title>\n<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
+def _navigation(inputs: ReportInputs, current: str) -> str:
+    """Links between the pages, the current one in bold."""
+    links = [f"<b>{html.escape(page.title)}</b>" if name == current else _link(inputs, name, page.title)
+             for name, page in PAGES.items() if name in inputs.pages]
+    return f"<nav class='pages'>Report pages: {' · '.join(links)}</nav>"
 
 
-def build_report(out_path: str | Path, inputs: ReportInputs) -> None:
-    """Write the report page to `out_path` atomically (a temporary file beside it, then renamed)."""
-    out_path = Path(out_path)
-    page = render(inputs)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(out_path, page)
+def has_content(inputs: ReportInputs, page: str) -> bool:
+    """Whether `page` has anything to show for these inputs."""
+    return page == "index" or any(getattr(inputs, name) for name in PAGES[page].inputs)
+
+
+def render(inputs: ReportInputs, page: str = "index") -> str:
+    """One page of the report: every section's fragments, in order, in one HTML document."""
+    body = [part for section in PAGES[page].sections for part in section(inputs)]
+    title = inputs.title if page == "index" else f"{inputs.title}: {PAGES[page].title}"
+    if page != "index":
+        body = [f"<h1>{html.escape(PAGES[page].title)} <span class='sub'>{html.escape(inputs.title)}</span></h1>",
+                *body]
+    if len(inputs.pages) > 1:
+        body.insert(0, _navigation(inputs, page))
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
+            f"</title>\n<style>{STYLE}</style></head><body>\n{''.join(body)}\n</body></html>\n")
+
+
+def build_report(pages: Mapping[str, str | Path], inputs: ReportInputs) -> None:
+    """Write the report's pages atomically (each a temporary file beside it, then renamed).
+
+    `pages` maps page names (keys of PAGES) to output paths, all in one folder so that the pages
+    link to each other by file name. A page with something
+    to show that is not asked for is an error, and so is one asked for with nothing to show: the
+    report rule's outputs and the inputs disagree.
+    """
+    pages = dict(pages)
+    unknown = sorted(set(pages) - set(PAGES))
+    if unknown or "index" not in pages:
+        raise ValueError(f"report pages {sorted(pages)}: the main page 'index' is required and only "
+                         f"{sorted(PAGES)} exist")
+    folders = {Path(p).parent.resolve() for p in pages.values()}
+    if len(folders) != 1:
+        raise ValueError(f"report pages must share one folder (they link by file name); "
+                         f"got {sorted(map(str, folders))}")
+    wanted = {name for name in PAGES if has_content(inputs, name)}
+    if wanted != set(pages):
+        missing, empty = sorted(wanted - set(pages)), sorted(set(pages) - wanted)
+        raise ValueError(f"the report rule's pages and inputs disagree: pages with content but no output "
+                         f"{missing}, outputs with nothing to show {empty} (rules/report.smk REPORT_PAGES)")
+    inputs = dataclasses.replace(inputs, pages={name: Path(path).name for name, path in pages.items()})
+    for name, path in pages.items():
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, render(inputs, name))

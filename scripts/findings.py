@@ -1,0 +1,28 @@
+"""Snakemake entry point: the seed papers' claims tested on this configuration's tables (rules/findings.smk)."""
+import json
+
+import pandas as pd
+
+from reprsim.io.logs import tee_to_log
+from reprsim.stages.findings.claims import findings
+from reprsim.stages.findings.context import Setup, Tables
+from reprsim.stages.findings.table import write_findings
+
+
+def read(name):
+    """The named input's tables in one, or None when the configuration produces none."""
+    files = snakemake.input.get(name, [])
+    files = [files] if isinstance(files, str) else list(files)  # a single path comes as a string
+    return pd.concat([pd.read_parquet(path) for path in files], ignore_index=True) if files else None
+
+
+with tee_to_log(snakemake.log[0]):
+    intervals = json.loads(snakemake.params.intervals)
+    setup = Setup(models=json.loads(snakemake.params.models), measure=snakemake.params.measure or None,
+                  aligners=json.loads(snakemake.params.aligners), confidence=intervals["confidence"],
+                  resamples=intervals["resamples"], seed=intervals["seed"])
+    tables = Tables(**{name: read(name) for name in ("pairs", "replicates", "skip", "truncation", "layer_blocks",
+                                                     "aligners", "aligner_rows")})
+    table = findings(tables, setup)
+    print(table[["claim_id", "estimate", "ci_low", "ci_high", "verdict"]].to_string(index=False), flush=True)
+    write_findings(table, snakemake.output.table, snakemake.output.csv)

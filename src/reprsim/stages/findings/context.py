@@ -1,0 +1,46 @@
+"""What the claims read: the tables a configuration produced, and the settings they need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The other stages' tables; None = the configuration does not produce that table."""
+
+    pairs: pd.DataFrame | None = None  # results/tables/pairs.parquet
+    replicates: pd.DataFrame | None = None  # results/tables/pair_resamples.parquet
+    skip: pd.DataFrame | None = None  # every fine-tuned model's skip.parquet, concatenated
+    truncation: pd.DataFrame | None = None  # every fine-tuned model's truncation.parquet
+    layer_blocks: pd.DataFrame | None = None  # every fine-tuned model's layer_blocks.parquet
+    aligners: pd.DataFrame | None = None  # every aligned pair's table (results/align/...)
+    aligner_rows: pd.DataFrame | None = None  # their per-example errors (paths.ALIGNER_ROWS)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Settings from the config: model specs (after validation), the CKA label the layer claims
+    read, the aligner labels (label -> aligner, in config order) and similarity.intervals."""
+
+    models: Mapping[str, Mapping]
+    measure: str | None = None
+    aligners: Mapping[str, str] = field(default_factory=dict)
+    confidence: float = 0.95
+    resamples: int = 100
+    seed: int = 0
+
+
+def pair_blocks(tables: Tables) -> Iterator[tuple[str, str, pd.DataFrame, pd.DataFrame]]:
+    """(dataset, representation, pairs, replicates) per dataset and representation of the pair tables."""
+    if tables.pairs is None or tables.replicates is None:
+        return
+    replicates = dict(iter(tables.replicates.groupby(["dataset", "representation"])))
+    for (dataset, representation), pairs in tables.pairs.groupby(["dataset", "representation"]):
+        if (dataset, representation) not in replicates:
+            raise ValueError(f"pair_resamples.parquet has no replicates for {dataset}/{representation}; "
+                             "rerun aggregate_pairs")
+        yield dataset, representation, pairs, replicates[(dataset, representation)]

@@ -1,0 +1,46 @@
+"""How the configured models are related, from their specs (config `models`, after validation):
+seed siblings, each fine-tuned model's base, and groups of related models."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+Specs = Mapping[str, Mapping]
+
+
+def _recipe(spec: Mapping) -> dict:
+    return {key: value for key, value in spec.items() if key != "seed"}
+
+
+def seed_pairs(specs: Specs) -> list[tuple[str, str]]:
+    """Unordered pairs of models whose specs differ only in `seed` (random initialisations of one
+    architecture and config; fine-tunings of one base with one recipe). Models without a seed
+    (hub, local, package) have no seed siblings."""
+    seeded = sorted(name for name, spec in specs.items() if "seed" in spec)
+    return [(a, b) for i, a in enumerate(seeded) for b in seeded[i + 1:]
+            if _recipe(specs[a]) == _recipe(specs[b]) and specs[a]["seed"] != specs[b]["seed"]]
+
+
+def finetuned_from(specs: Specs) -> dict[str, str]:
+    """Fine-tuned model -> its base."""
+    return {name: spec["base"] for name, spec in sorted(specs.items()) if spec.get("source") == "finetune"}
+
+
+def groups(specs: Specs) -> dict[str, frozenset[str]]:
+    """Model -> its group: the models connected to it by seed siblinghood or by fine-tuning (a base
+    and everything fine-tuned from it, their seed siblings, ...). A model with no relative is alone."""
+    parent = {name: name for name in specs}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    links = seed_pairs(specs) + [(model, base) for model, base in finetuned_from(specs).items() if base in specs]
+    for a, b in links:
+        parent[root(a)] = root(b)
+    members: dict[str, set[str]] = {}
+    for name in specs:
+        members.setdefault(root(name), set()).add(name)
+    return {name: frozenset(members[root(name)]) for name in specs}
