@@ -13,6 +13,7 @@ from typing import Iterator
 import jsonschema
 from jsonschema import validators
 
+from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.schema import SCHEMA_PATH, load_yaml, with_defaults
 
 
@@ -246,10 +247,6 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
 
 class SampleSizeWarning(UserWarning):
     """The similarity split may be too small for a configured measure (docs/numerics.md, rows needed)."""
-
-
-CCA_FAMILY = ("cca", "svcca", "pwcca")
-RATIO = 5  # rows per compared dimension below which values carry a warning (reprsim.metrics.sample_size)
 
 
 def sample_size_warnings(config: dict) -> list[str]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from reprsim.aligners.linear import mean_l2, relative_error
 from reprsim.aligners.registry import PARAMETERS, make
+from reprsim.metrics.sample_size import RATIO
 
 Splits = Mapping[str, np.ndarray]
 AlignerSpecs = Mapping[str, tuple[str, dict]]
@@ -22,9 +23,6 @@ AlignerSpecs = Mapping[str, tuple[str, dict]]
 def seeded_params(name: str, params: dict, seed: int) -> dict:
     """`params` with `seed` filled in for the aligners that take one and were not given one."""
     return {"seed": seed, **params} if "seed" in PARAMETERS[name] else dict(params)
-
-
-ROWS_PER_DIMENSION = 5  # below this the fit rows carry a warning (docs/numerics.md §9.3)
 
 
 def sample_size(meta: dict, n_fit: int, d_source: int) -> dict:
@@ -38,8 +36,8 @@ def sample_size(meta: dict, n_fit: int, d_source: int) -> dict:
     else:
         k = int(d_source)
     notes = {"n_fit": int(n_fit), "k": k}
-    if n_fit < ROWS_PER_DIMENSION * k:
-        notes["warning"] = (f"n/k = {n_fit}/{k} = {n_fit / k:.2f} < {ROWS_PER_DIMENSION} fit rows per compared "
+    if n_fit < RATIO * k:
+        notes["warning"] = (f"n/k = {n_fit}/{k} = {n_fit / k:.2f} < {RATIO} fit rows per compared "
                             "dimension: the map is loosely determined; read its error against the others'")
     return notes
 

@@ -17,7 +17,7 @@ from reprsim.metrics.cka import cka_layers, minibatch_cka_layers
 from reprsim.metrics.knn import mutual_knn_layers
 from reprsim.metrics.neuron import mixedsim_layers, neuronsim_both_layers, neuronsim_layers
 from reprsim.metrics.procrustes import procrustes_layers
-from reprsim.metrics.sample_size import cca_pair, cca_prepared
+from reprsim.metrics.cca import cca_pair, cca_prepared
 
 
 @dataclass

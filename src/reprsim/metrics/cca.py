@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from reprsim.metrics import sample_size
 from reprsim.metrics._inputs import centre
 
 RANK_CUTOFF = 1e-10
@@ -114,3 +115,32 @@ def check_params(kind: str, params: dict) -> None:
     pca_dims = params.get("pca_dims")
     if pca_dims is not None and (not isinstance(pca_dims, int) or pca_dims < 1):
         raise ValueError(f"pca_dims must be a positive integer; got {pca_dims!r}")
+
+
+def cca_prepared(kind: str, Xs: torch.Tensor, Ys: torch.Tensor, params: dict) -> tuple[list, list]:
+    """Each layer of both sides centred, reduced (pca_dims, SVCCA's variance cut) and given a basis."""
+    check_params(kind, params)
+    variance = params.get("threshold", 0.99) if kind == "svcca" else None
+    pca_dims = params.get("pca_dims")
+    return ([prepare(X, pca_dims, variance) for X in Xs],
+            [prepare(Y, pca_dims, variance) for Y in Ys])
+
+
+def cca_pair(kind: str, a: dict, b: dict, params: dict, n: int) -> tuple[tuple[float, ...], dict]:
+    """One CCA-family layer pair from two prepared sides: (value,) or, for PWCCA, (X→Y, Y→X) from
+    one decomposition; NaN with the reason when k_x + k_y > n − 1."""
+    k = a["dims"] + b["dims"]
+    meta = {"k_x": a["dims"], "k_y": b["dims"], "pca_x": a["pca"], "pca_y": b["pca"], "k": k}
+    if k > n - 1:
+        meta["undefined"] = (f"k_x + k_y = {a['dims']} + {b['dims']} = {k} > n − 1 = {n - 1}: at least "
+                             f"{k - (n - 1)} canonical correlation(s) are 1 whatever the data; set pca_dims "
+                             f"≤ {(n - 1) // 2} to compare the top principal directions")
+        return (float("nan"),) * (2 if kind == "pwcca" else 1), meta
+    if message := sample_size.warning(n, k, "canonical correlations are inflated by chance at this sample size"):
+        meta["warning"] = message
+    if kind == "pwcca":
+        values, extra = pwcca_both_from(a, b, params.get("direction", "min"))
+    else:
+        value, extra = cca_from(a, b)
+        values = (value,)
+    return values, {**{key: v for key, v in extra.items() if key != "rho"}, **meta}

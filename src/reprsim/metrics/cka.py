@@ -127,8 +127,12 @@ def _feature_form_is_cheaper(x_shape, y_shape) -> bool:
         return False
     feature = L1 * L2 * n * d1 * d2 + n * (L1 * d1**2 + L2 * d2**2)
     gram = n**2 * (L1 * d1 + L2 * d2) + L1 * L2 * n**2
-    too_big = max(L1, L2) * n * n * 8 > GRAM_BYTES_LIMIT
-    return feature < gram or too_big
+    return feature < gram or not grams_fit(x_shape, y_shape)
+
+
+def grams_fit(x_shape, y_shape) -> bool:
+    """One side's (L, n, n) float64 Grams fit in GRAM_BYTES_LIMIT (then nulls and replicates reuse them)."""
+    return max(x_shape[0], y_shape[0]) * x_shape[1] ** 2 * 8 <= GRAM_BYTES_LIMIT
 
 
 def gram_null_draws(Xs, Ys, permutations: list[torch.Tensor], kernel: str = "linear", estimator: str = "biased",

@@ -12,11 +12,16 @@ def neighbours(Zs: torch.Tensor, k: int) -> torch.Tensor:
     n = Zs.shape[1]
     if not 1 <= k < n:
         raise ValueError(f"mutual_knn needs 1 ≤ k < n; got k={k}, n={n}")
+    return neighbours_from_similarity(cosine_similarity(Zs), k)
+
+
+def cosine_similarity(Zs: torch.Tensor) -> torch.Tensor:
+    """(L, n, n) cosine similarity between the rows of each layer."""
     norms = torch.linalg.vector_norm(Zs, dim=-1, keepdim=True)
     if (norms == 0).any():
         raise ValueError("a row is all zeros; its cosine neighbours are undefined")
     unit = Zs / norms
-    return neighbours_from_similarity(unit @ unit.transpose(-1, -2), k)
+    return unit @ unit.transpose(-1, -2)
 
 
 def neighbours_from_similarity(similarity: torch.Tensor, k: int) -> torch.Tensor:

@@ -18,21 +18,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reprsim.metrics.cka import GRAM_BYTES_LIMIT, gram_null_draws
+from reprsim.metrics.cca import cca_pair, cca_prepared
+from reprsim.metrics.cka import gram_null_draws, grams_fit
 from reprsim.metrics.knn import neighbours
-from reprsim.metrics.sample_size import cca_pair, cca_prepared
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",
           "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours"}
 
 
-def grams_fit(Xs: torch.Tensor, Ys: torch.Tensor) -> bool:
-    n = Xs.shape[1]
-    return max(Xs.shape[0], Ys.shape[0]) * n * n * 8 <= GRAM_BYTES_LIMIT
-
-
 def route(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> str:
-    if name == "cka" and not grams_fit(Xs, Ys):
+    if name == "cka" and not grams_fit(Xs.shape, Ys.shape):
         return "recompute"
     return ROUTES.get(name, "recompute")
 

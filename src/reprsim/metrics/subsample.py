@@ -24,17 +24,16 @@ import numpy as np
 import torch
 
 from reprsim.metrics import cca as cca_family
-from reprsim.metrics.cka import gram_subsample_draws
-from reprsim.metrics.knn import neighbours_from_similarity
-from reprsim.metrics.permutation import grams_fit
-from reprsim.metrics.sample_size import cca_pair, cca_prepared
+from reprsim.metrics.cca import cca_pair, cca_prepared
+from reprsim.metrics.cka import gram_subsample_draws, grams_fit
+from reprsim.metrics.knn import cosine_similarity, neighbours_from_similarity
 
 ROUTES = {"cka": "gram-rows", "cca": "restricted-bases", "svcca": "restricted-bases",
           "pwcca": "restricted-bases", "mutual_knn": "restricted-neighbours"}
 
 
 def route(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> str:
-    if name == "cka" and not grams_fit(Xs, Ys):
+    if name == "cka" and not grams_fit(Xs.shape, Ys.shape):
         return "recompute"
     return ROUTES.get(name, "recompute")
 
@@ -87,13 +86,8 @@ def _cca_draws(kind: str, Xs, Ys, rows, params: dict) -> np.ndarray:
     return draws
 
 
-def _cosine(Zs: torch.Tensor) -> torch.Tensor:
-    unit = Zs / torch.linalg.vector_norm(Zs, dim=-1, keepdim=True)
-    return unit @ unit.transpose(-1, -2)
-
-
 def _knn_draws(Xs, Ys, rows, k: int) -> np.ndarray:
-    sim_x, sim_y = _cosine(Xs), _cosine(Ys)
+    sim_x, sim_y = cosine_similarity(Xs), cosine_similarity(Ys)
     draws = []
     for idx in rows:
         # 0/1 marks and overlap counts are exact in float32
