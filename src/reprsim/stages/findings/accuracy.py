@@ -44,6 +44,15 @@ def _difference(claim: Claim, counts: dict[str, tuple[int, int, int]], setup: Se
                   method=method, confidence=setup.confidence, dataset=dataset)
 
 
+def _paired_counts(scores, first, second, problem: str) -> tuple[int, int, int]:
+    """(correct of `first`, correct of `second`, n) from rows indexed by first/second with value and n;
+    both must be scored on the same n examples (else `problem` is raised)."""
+    n = int(scores.loc[first, "n"])
+    if int(scores.loc[second, "n"]) != n:
+        raise ValueError(problem)
+    return correct_count(scores.loc[first, "value"], n), correct_count(scores.loc[second, "value"], n), n
+
+
 def _dataset(setup: Setup, models) -> str:
     return ", ".join(sorted({str(setup.models[m].get("dataset", "")) for m in models if m in setup.models}))
 
@@ -60,10 +69,8 @@ def skip_upper_cheaper(tables: Tables, setup: Setup) -> list[dict]:
         single = rows[(rows["start"] == rows["end"]) & rows["start"].isin([1, depth])].set_index("start")
         if depth < 2 or not {1, depth} <= set(single.index):
             continue
-        n = int(single.loc[depth, "n"])
-        if int(single.loc[1, "n"]) != n:
-            raise ValueError(f"skip table of {model}: the two spans were scored on different examples")
-        counts[model] = (correct_count(single.loc[depth, "value"], n), correct_count(single.loc[1, "value"], n), n)
+        counts[model] = _paired_counts(single, depth, 1,
+                                       f"skip table of {model}: the two spans were scored on different examples")
     if not counts:
         return [not_applicable(SKIP, "no fine-tuned model has 2 blocks or more with single-block skip rows")]
     return [_difference(SKIP, counts, setup, "last block skipped vs first block skipped", _dataset(setup, counts))]
@@ -87,10 +94,8 @@ def finetuned_layers_carry_the_task(tables: Tables, setup: Setup) -> list[dict]:
         at = model_rows[model_rows["layer"] == middle].set_index("mode")
         if depth < 1 or not {"TUNED", "TUNEDORIG"} <= set(at.index):
             continue
-        n = int(at.loc["TUNED", "n"])
-        if int(at.loc["TUNEDORIG", "n"]) != n:
-            raise ValueError(f"truncation table of {model}: TUNED and TUNEDORIG were scored on different examples")
-        counts[model] = (correct_count(at.loc["TUNED", "value"], n), correct_count(at.loc["TUNEDORIG", "value"], n), n)
+        counts[model] = _paired_counts(at, "TUNED", "TUNEDORIG", f"truncation table of {model}: TUNED and "
+                                       "TUNEDORIG were scored on different examples")
         middles.add(middle)
     if not counts:
         return [not_applicable(TUNED_VS_ORIG, "no fine-tuned model has TUNED and TUNEDORIG rows at its middle layer")]
