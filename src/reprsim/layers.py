@@ -15,3 +15,13 @@ def layer_pairs(depth_a: int, depth_b: int, layers: str) -> list[tuple[int, int]
     if depth_a <= depth_b:
         return [(a, matching_layer(a, depth_a, depth_b)) for a in range(depth_a + 1)]
     return [(matching_layer(b, depth_b, depth_a), b) for b in range(depth_b + 1)]
+
+
+def model_depths(pairs) -> dict[str, int]:
+    """Each model's number of blocks in a pair table (columns model_a, layer_a, model_b, layer_b):
+    its deepest layer, with layer 0 the embeddings."""
+    deepest: dict[str, int] = {}
+    for side in ("a", "b"):
+        for model, layer in pairs.groupby(f"model_{side}")[f"layer_{side}"].max().items():
+            deepest[model] = max(deepest.get(model, 0), int(layer))
+    return deepest

@@ -5,17 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.layers import layer_pairs
+from reprsim.layers import layer_pairs, model_depths
 from reprsim.resampling import interval
 
 KEYS = ["dataset", "representation", "model_a", "model_b"]
-
-
-def model_depths(pairs: pd.DataFrame) -> dict[str, int]:
-    """Each model's number of blocks: its deepest layer in the pair tables (layer 0 = embeddings)."""
-    layers = pd.concat([pairs[["model_a", "layer_a"]].set_axis(["model", "layer"], axis=1),
-                        pairs[["model_b", "layer_b"]].set_axis(["model", "layer"], axis=1)])
-    return layers.groupby("model")["layer"].max().astype(int).to_dict()
 
 
 def matching_layers(pairs: pd.DataFrame) -> pd.DataFrame:

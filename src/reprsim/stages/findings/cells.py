@@ -48,13 +48,6 @@ class Cells:
         return [c for c, v in zip(wanted, values) if np.isfinite(v)]
 
 
-def depths(pairs: pd.DataFrame) -> dict[str, int]:
-    """Each model's number of blocks: its deepest layer in the pair tables (layer 0 = embeddings)."""
-    layers = pd.concat([pairs[["model_a", "layer_a"]].set_axis(["model", "layer"], axis=1),
-                        pairs[["model_b", "layer_b"]].set_axis(["model", "layer"], axis=1)])
-    return {m: int(d) for m, d in layers.groupby("model")["layer"].max().items()}
-
-
 def select(pairs: pd.DataFrame, replicates: pd.DataFrame, wanted, measure: str,
            direction: str = "symmetric") -> Cells:
     """The estimates and replicates of `wanted` cells of one dataset's and representation's tables."""

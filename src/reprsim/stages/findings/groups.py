@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reprsim.layers import layer_pairs
+from reprsim.layers import layer_pairs, model_depths
 from reprsim.resampling import interval
-from reprsim.stages.findings.cells import cell, depths, replicate_method, select
+from reprsim.stages.findings.cells import cell, replicate_method, select
 from reprsim.stages.findings.context import Setup, Tables, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
 from reprsim.stages.findings.relations import groups
@@ -36,7 +36,7 @@ def groups_closer_within(tables: Tables, setup: Setup) -> list[dict]:
     group_of = groups(setup.models)
     rows = []
     for dataset, representation, pairs, replicates in pair_blocks(tables):
-        depth = depths(pairs)
+        depth = model_depths(pairs)
         present = sorted(m for m in depth if m in group_of)
         model_pairs = [(a, b) for i, a in enumerate(present) for b in present[i + 1:]]
         within = [(a, b) for a, b in model_pairs if group_of[a] == group_of[b]]

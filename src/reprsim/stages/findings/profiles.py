@@ -4,7 +4,8 @@ changing the upper layers most."""
 
 from __future__ import annotations
 
-from reprsim.stages.findings.cells import cell, depths, mean_difference, mean_of_units, select, weighted
+from reprsim.layers import model_depths
+from reprsim.stages.findings.cells import cell, mean_difference, mean_of_units, select, weighted
 from reprsim.stages.findings.context import Setup, Tables, pair_blocks
 from reprsim.stages.findings.relations import finetuned_from, seed_pairs
 from reprsim.stages.findings.table import Claim, judged, not_applicable
@@ -40,7 +41,7 @@ def adjacent_layers(tables: Tables, setup: Setup) -> list[dict]:
         return [not_applicable(ADJACENT, NO_CKA)]
     rows = []
     for dataset, representation, pairs, replicates in pair_blocks(tables):
-        deep = {m: d for m, d in depths(pairs).items() if d >= 2}
+        deep = {m: d for m, d in model_depths(pairs).items() if d >= 2}
         if not deep:
             rows.append(not_applicable(ADJACENT, "no model has 3 layers or more (layer pairs ≥ 2 apart)",
                                        dataset, representation))
@@ -74,7 +75,7 @@ def _lower_minus_upper(claim: Claim, tables: Tables, setup: Setup, model_pairs: 
         return [not_applicable(claim, absent)]
     rows = []
     for dataset, representation, pairs, replicates in pair_blocks(tables):
-        depth = depths(pairs)
+        depth = model_depths(pairs)
         usable = [(a, b) for a, b in model_pairs if a in depth and b in depth]
         if not usable:
             rows.append(not_applicable(claim, f"none of the {unit_name} ({_listed(model_pairs)}) is in the pair "

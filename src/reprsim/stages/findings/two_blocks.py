@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from reprsim.blocks import block_structure
-from reprsim.stages.findings.cells import Cells, cell, depths, mean_of_units, select
+from reprsim.layers import model_depths
+from reprsim.stages.findings.cells import Cells, cell, mean_of_units, select
 from reprsim.stages.findings.context import Setup, Tables, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
 from reprsim.stages.findings.relations import finetuned_from
@@ -40,7 +41,7 @@ def two_block_structure(tables: Tables, setup: Setup) -> list[dict]:
         return [not_applicable(TWO_BLOCKS, "no model is fine-tuned (source: finetune)")]
     rows = []
     for dataset, representation, pairs, replicates in pair_blocks(tables):
-        depth = depths(pairs)
+        depth = model_depths(pairs)
         usable = {m: b for m, b in bases.items() if m in depth and b in depth and depth[m] == depth[b] >= 2}
         if not usable:
             rows.append(not_applicable(TWO_BLOCKS, "no fine-tuned model and its base, both with 3 layers or more, "
