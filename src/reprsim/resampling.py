@@ -73,3 +73,9 @@ def interval(estimate, replicates, n: int, m: int, confidence: float = 0.95):
         high = np.where(usable, estimate + upper, np.nan)
     return (float(low), float(high)) if low.ndim == 0 else (low, high)
 
+
+def beyond_chance(kind, low, high, null_mean):
+    """The interval excludes the chance level on the side of agreement: low > null_mean for a
+    similarity, high < null_mean for a distance (NaN anywhere: False). Elementwise over arrays or
+    table columns as well as for one value."""
+    return np.where(np.asarray(kind) == "similarity", np.greater(low, null_mean), np.less(high, null_mean))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from reprsim.io.store import constant_layers, open_store, pooled_rows
 from reprsim.metrics import MEASURES, directed_null, directed_replicates
-from reprsim.resampling import METHOD, half_samples, interval
+from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
 
 
 def _check_same_rows(store_a, store_b, split: str, names: tuple[str, str]) -> None:
@@ -90,20 +90,13 @@ def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, consta
             "null_mean": float(arrays["null_mean"][d, i, j]), "null_std": float(arrays["null_std"][d, i, j]),
             "null_p": float(arrays["p_value"][d, i, j]), "ci_low": float(arrays["low"][d, i, j]),
             "ci_high": float(arrays["high"][d, i, j]), "n_resamples": len(indices),
-            "beyond_chance": beyond_chance(kind, arrays["low"][d, i, j], arrays["high"][d, i, j],
-                                           arrays["null_mean"][d, i, j]),
+            "beyond_chance": bool(beyond_chance(kind, arrays["low"][d, i, j], arrays["high"][d, i, j],
+                                                arrays["null_mean"][d, i, j])),
             "warning": meta.get("warning", ""), "meta": json.dumps(meta, sort_keys=True, default=str),
         })
         replicates.append(pd.DataFrame({"layer_a": i, "layer_b": j, "measure": label, "direction": directions[d],
                                         "replicate": np.arange(len(indices)), "value": draws[:, d, i, j]}))
     return rows
-
-
-def beyond_chance(kind: str, low: float, high: float, null_mean: float) -> bool:
-    """The interval excludes the chance level on the side of agreement (NaN anywhere: False)."""
-    if kind == "similarity":
-        return bool(low > null_mean)
-    return bool(high < null_mean)
 
 
 def compare_pair(

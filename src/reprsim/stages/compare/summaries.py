@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from reprsim.layers import layer_pairs, model_depths
-from reprsim.resampling import interval
+from reprsim.resampling import beyond_chance, interval
 
 KEYS = ["dataset", "representation", "model_a", "model_b"]
 
@@ -46,9 +45,8 @@ def pair_summary(pairs: pd.DataFrame, replicates: pd.DataFrame, confidence: floa
         bounds.append((*key, *interval(estimate, rows["value"].to_numpy(), int(rows["n"].iloc[0]),
                                        int(rows["m"].iloc[0]), confidence)))
     summary = summary.merge(pd.DataFrame(bounds, columns=[*group, "ci_low", "ci_high"]), on=group, how="left")
-    similar = summary["kind"] == "similarity"
-    summary["beyond_chance"] = np.where(similar, summary["ci_low"] > summary["null_mean"],
-                                        summary["ci_high"] < summary["null_mean"])
+    summary["beyond_chance"] = beyond_chance(summary["kind"], summary["ci_low"], summary["ci_high"],
+                                             summary["null_mean"])
     return summary
 
 
