@@ -6,19 +6,33 @@ in a key fails in seconds with a message naming the key and what is allowed.
 
 from __future__ import annotations
 
+import difflib
+import json
+import subprocess
+import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import jsonschema
 from jsonschema import validators
 
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
-from reprsim.schema import SCHEMA_PATH, load_yaml, with_defaults
+from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
+
+# load_yaml and SCHEMA_PATH too: the CLI and the tests read configs through this module
+__all__ = ["SCHEMA_PATH", "ConfigError", "SampleSizeWarning", "architecture_fields", "first_label", "load_yaml",
+           "sample_size_warnings", "validate_config"]
 
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message says which key and what is allowed."""
+
+
+REMOTE_CODE = ("reprsim never executes remote code (a model's or dataset's own Python files from the hub); "
+               "use an architecture transformers ships: a hub or local model of that architecture, or source: init")
+BOUNDS = {"minimum": "≥", "maximum": "≤", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
 
 
 def _key(path) -> str:
@@ -26,17 +40,29 @@ def _key(path) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
+def _unknown_key(key: str, name: str, allowed) -> str:
+    """An unknown `name` at dotted path `key`, with the closest allowed name and the allowed ones."""
+    if name == "trust_remote_code":
+        return f"key '{key}' is refused: {REMOTE_CODE}"
+    close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"key '{key}' is unknown{hint}; allowed keys there: {', '.join(map(str, allowed)) or 'none'}"
+
+
+def _text_number_hint(value) -> str:
+    """A hint when YAML read a number as text: quoted, or 1e-3 (an exponent without a decimal point)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return " (YAML read it as text: drop any quotes, and give an exponent a decimal point, 1.0e-3 not 1e-3)"
+
+
 def _explain(error: jsonschema.ValidationError) -> str:
     """One sentence per schema violation: the key, what was found, what is allowed."""
     key = _key(error.absolute_path)
-    if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        where = key if error.absolute_path else "the top level"
-        return (
-            f"unknown key {', '.join(repr(e) for e in extra)} in {where}; "
-            f"allowed keys there: {', '.join(allowed)}"
-        )
     if error.validator == "enum":
         allowed = ", ".join(repr(v) for v in error.validator_value)
         return f"key '{key}' is {error.instance!r}; allowed values: {allowed}"
@@ -45,14 +71,14 @@ def _explain(error: jsonschema.ValidationError) -> str:
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return (
             f"key '{key}' must be of type {expected}; got {error.instance!r} "
-            f"({type(error.instance).__name__})"
+            f"({type(error.instance).__name__}){_text_number_hint(error.instance)}"
         )
     if error.validator == "required":
         return f"{key}: {error.message}"
     if error.validator == "pattern" and error.absolute_path == error.relative_path:
         return f"key '{key}': {error.message}"
-    if error.validator in {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}:
-        return f"key '{key}' is {error.instance!r}; must be {error.validator} {error.validator_value}"
+    if error.validator in BOUNDS:
+        return f"key '{key}' is {error.instance!r}; must be {BOUNDS[error.validator]} {error.validator_value}"
     return f"key '{key}': {error.message}"
 
 
@@ -63,6 +89,11 @@ def _schema_errors(config: dict, schema: dict) -> Iterator[str]:
         # if/then branches report through their leaves; the container error adds nothing
         if error.validator in {"allOf", "if"}:
             continue
+        if error.validator == "additionalProperties":
+            allowed = sorted(error.schema.get("properties", {}))
+            for extra in sorted(set(error.instance) - set(allowed), key=str):
+                yield _unknown_key(_key([*error.absolute_path, extra]), extra, allowed)
+            continue
         if error.validator == "propertyNames":
             yield (
                 f"name {error.instance!r} under '{_key(error.absolute_path)}' is not allowed: "
@@ -72,7 +103,12 @@ def _schema_errors(config: dict, schema: dict) -> Iterator[str]:
         yield _explain(error)
 
 
-def _reference_errors(config: dict) -> Iterator[str]:
+def _reference_errors(config: dict, distance_named: bool, written: dict[str, str]) -> Iterator[str]:
+    """Names that must refer to something the config defines, and settings that contradict each other.
+
+    distance_named: the user set report.distance_measure (its default may name no measure: no distances).
+    written: expanded model name -> the name the config gives it (see _expand_seeds).
+    """
     datasets = config.get("datasets", {})
     models = config.get("models", {})
     for kind, names in (("dataset", datasets), ("model", models)):
@@ -80,23 +116,23 @@ def _reference_errors(config: dict) -> Iterator[str]:
             if "__" in name:
                 yield f"{kind} name {name!r} contains '__', which reprsim reserves to join pair names"
     for name, spec in models.items():
-        source = spec.get("source")
+        source, key = spec.get("source"), f"models.{written.get(name, name)}"
         if source == "finetune":
             if spec.get("base") not in models:
                 yield (
-                    f"key 'models.{name}.base' is {spec.get('base')!r}, which is not a model in "
+                    f"key '{key}.base' is {spec.get('base')!r}, which is not a model in "
                     f"this config; defined models: {', '.join(sorted(models))}"
                 )
             if spec.get("dataset") not in datasets:
                 yield (
-                    f"key 'models.{name}.dataset' is {spec.get('dataset')!r}, which is not a "
+                    f"key '{key}.dataset' is {spec.get('dataset')!r}, which is not a "
                     f"dataset in this config; defined datasets: {', '.join(sorted(datasets))}"
                 )
         if source == "finetune" and spec.get("steps") is not None and spec.get("epochs") is not None:
-            yield f"models.{name}: give steps or epochs, not both (steps {spec['steps']}, epochs {spec['epochs']})"
+            yield f"{key}: give steps or epochs, not both (steps {spec['steps']}, epochs {spec['epochs']})"
         if source == "init" and spec.get("tokenizer") not in models:
             yield (
-                f"key 'models.{name}.tokenizer' is {spec.get('tokenizer')!r}, which is not a model "
+                f"key '{key}.tokenizer' is {spec.get('tokenizer')!r}, which is not a model "
                 f"in this config; defined models: {', '.join(sorted(models))}"
             )
     for name in config.get("extraction", {}).get("datasets", None) or []:
@@ -105,16 +141,12 @@ def _reference_errors(config: dict) -> Iterator[str]:
                 f"key 'extraction.datasets' names {name!r}, which is not a dataset in this config; "
                 f"defined datasets: {', '.join(sorted(datasets))}"
             )
-    from reprsim.metrics import check_params
-
-    for label, spec in config.get("measures", {}).items():
-        try:
-            check_params(spec["measure"], spec.get("params", {}))
-        except ValueError as error:
-            yield f"key 'measures.{label}.params': {error}"
     distance = config.get("report", {}).get("distance_measure")
     measures = config.get("measures", {})
-    if distance is not None and distance in measures and measures[distance]["measure"] != "cka":
+    if distance_named and distance not in measures:
+        yield (f"key 'report.distance_measure' is {distance!r}, which is not a measure in this config; "
+               f"defined measures: {', '.join(sorted(measures))}")
+    if distance in measures and measures[distance]["measure"] != "cka":
         yield f"key 'report.distance_measure' is {distance!r}, a {measures[distance]['measure']} measure; it must name a cka measure"
     yield from _align_errors(config.get("align", {}), models)
     extracted = config.get("extraction", {}).get("splits", [])
@@ -145,19 +177,13 @@ def _reference_errors(config: dict) -> Iterator[str]:
         if any(spec.get("source") == "finetune" for spec in models.values()) and "cls" not in extraction.get("poolings", []):
             yield "finetune_eval.layer_views compares CLS representations; add 'cls' to extraction.poolings"
     yield from _cycle_errors(models)
+    yield from _architecture_errors(models)
 
 
 def _align_errors(align: dict, models: dict) -> Iterator[str]:
-    """Aligner names and parameters, and the models the aligner stage names."""
+    """The models the aligner stage names (the schema checks the aligners' parameters)."""
     if not align.get("enabled"):
         return
-    from reprsim.aligners.registry import check
-
-    for label, spec in align.get("aligners", {}).items():
-        try:
-            check(spec["aligner"], spec.get("params", {}))
-        except (ValueError, TypeError) as error:
-            yield f"key 'align.aligners.{label}.params': {error}"
     named = [("align.pairs", name) for pair in align.get("pairs") or [] for name in pair]
     named += [("align.synthetic.models", name) for name in align.get("synthetic", {}).get("models", [])]
     for key, name in named:
@@ -168,8 +194,9 @@ def _align_errors(align: dict, models: dict) -> Iterator[str]:
             yield f"key 'align.pairs' pairs {pair[0]!r} with itself; name two different models"
 
 
-def _expand_seeds(config: dict) -> Iterator[str]:
-    """Replace each fine-tuned model with `seeds: [...]` by one model per seed, named {name}-s{seed}.
+def _expand_seeds(config: dict, written: dict[str, str]) -> Iterator[str]:
+    """Replace each fine-tuned model with `seeds: [...]` by one model per seed, named {name}-s{seed},
+    and note in `written` each one's name in the config (for messages about the key the user wrote).
 
     Yields a problem when an expanded name collides or another model refers to the list's name.
     """
@@ -184,11 +211,12 @@ def _expand_seeds(config: dict) -> Iterator[str]:
             if child in models or child in expanded:
                 yield f"models.{name}.seeds: the expanded name {child!r} is already a model in this config"
             expanded[child] = {**{k: v for k, v in spec.items() if k != "seeds"}, "seed": seed}
+            written[child] = name
     for name, spec in expanded.items():
         for key in ("base", "tokenizer"):
             target = spec.get(key)
             if target in models and target not in expanded:
-                yield (f"key 'models.{name}.{key}' is {target!r}, a seeds list; name one of its models "
+                yield (f"key 'models.{written.get(name, name)}.{key}' is {target!r}, a seeds list; name one of its models "
                        f"({', '.join(n for n in expanded if n.startswith(target + '-s'))})")
     config["models"] = expanded
 
@@ -213,24 +241,140 @@ def _cycle_errors(models: dict) -> Iterator[str]:
                     stack.append((parent, trail + [parent]))
 
 
+# Read in a child process: importing a transformers config class imports torch where it is installed
+# (transformers 5), which building the DAG must not pay for. The child hides torch, which the config
+# classes do not need (transformers supports installs without it), which halves the time.
+# Prints {architecture: {class, fields, aliases}} as JSON.
+_DESCRIBE_ARCHITECTURES = """
+import json, sys
+sys.modules["torch"] = None
+from transformers import CONFIG_MAPPING
+described = {}
+for name in sys.argv[1:]:
+    config_class = CONFIG_MAPPING[name]
+    described[name] = {"class": config_class.__name__, "fields": config_class().to_dict(),
+                       "aliases": dict(getattr(config_class, "attribute_map", {}))}
+print(json.dumps(described, default=repr))
+"""
+_ARCHITECTURES: dict[str, dict] = {}
+# to_dict() entries transformers writes itself; a model's config cannot set them
+NOT_SETTABLE = {"model_type", "transformers_version", "architectures"}
+# sizes named by their canonical transformers names (attribute_map aliases resolve them per architecture)
+POSITIVE_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+
+
+def architecture_fields(architectures) -> dict[str, dict]:
+    """Each architecture's transformers config class: its name, the fields of a default instance
+    (to_dict) with their defaults, and the aliases it accepts (attribute_map: alias -> field).
+    Read once per process, for all the architectures asked for at once."""
+    missing = sorted(set(architectures) - set(_ARCHITECTURES))
+    if missing:
+        result = subprocess.run([sys.executable, "-c", _DESCRIBE_ARCHITECTURES, *missing],
+                                capture_output=True, text=True, check=False)
+        if result.returncode:
+            raise RuntimeError(f"could not read the transformers configs of {', '.join(missing)} to check "
+                               f"the models' config keys:\n{result.stderr.strip()}")
+        _ARCHITECTURES.update(json.loads(result.stdout.strip().splitlines()[-1]))
+    return {name: _ARCHITECTURES[name] for name in architectures}
+
+
+def _kind_error(value: Any, default: Any) -> str | None:
+    """What `value` must be, judged by the field's default value; None when it fits."""
+    scalar = (str, int, float, bool)
+    if default is None:  # the field's type is unknown: any scalar, or a list of them (eos_token_id)
+        fits = value is None or isinstance(value, scalar) or (
+            isinstance(value, list) and all(isinstance(v, scalar) for v in value))
+        return None if fits else "a scalar or a list of scalars"
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    if isinstance(default, int):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if isinstance(default, float):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+    for kind, words in ((str, "a string"), (list, "a list"), (dict, "a mapping")):
+        if isinstance(default, kind):
+            return None if isinstance(value, kind) else words
+    return None
+
+
+def _model_config_errors(where: str, overrides: dict, architecture: str, described: dict) -> Iterator[str]:
+    """`overrides` (a random model's config) against its architecture's transformers config class."""
+    fields, aliases, config_class = described["fields"], described["aliases"], described["class"]
+    settable = sorted(f for f in fields if f not in NOT_SETTABLE and not f.startswith("_"))
+    given: dict[str, str] = {}  # field -> the key the user wrote for it
+    for key, value in overrides.items():
+        field = aliases.get(key, key)
+        if key == "trust_remote_code":
+            yield f"key '{where}.{key}' is refused: {REMOTE_CODE}"
+            continue
+        if field not in settable:
+            close = difflib.get_close_matches(str(key), settable + sorted(aliases), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            yield (f"key '{where}.{key}' is not a field of the {architecture} config (transformers "
+                   f"{config_class}){hint}")
+            continue
+        if field in given:
+            yield f"keys '{where}.{given[field]}' and '{where}.{key}' both set {field}; give one of them"
+            continue
+        given[field] = key
+        default = fields[field]
+        if expected := _kind_error(value, default):
+            yield (f"key '{where}.{key}' must be {expected}, like {config_class}'s default {default!r}; "
+                   f"got {value!r} ({type(value).__name__}){_text_number_hint(value)}")
+        elif isinstance(default, int) and not isinstance(default, bool) and default >= 0 and value < 0:
+            yield f"key '{where}.{key}' is {value}; must be ≥ 0"
+
+    def size(name: str) -> tuple[str, Any]:
+        """How to name the size `name` in a message, and its value (the user's, else the default)."""
+        field = aliases.get(name, name)
+        if field in given:
+            return f"key '{where}.{given[field]}'", overrides[given[field]]
+        return f"{field} (default)", fields.get(field)
+
+    sizes = {name: size(name) for name in POSITIVE_SIZES}
+    if any(not isinstance(value, int) or isinstance(value, bool) for _, value in sizes.values()):
+        return  # wrong types are reported above
+    for key, value in sizes.values():
+        if value == 0:  # negative ones are reported above
+            yield f"{key} is 0; must be ≥ 1"
+    (hidden_key, hidden), (heads_key, heads) = sizes["hidden_size"], sizes["num_attention_heads"]
+    if hidden > 0 and heads > 0 and hidden % heads:
+        yield (f"{hidden_key} = {hidden} is not a multiple of {heads_key} = {heads}: transformers "
+               "refuses attention heads that do not split the hidden size evenly")
+
+
+def _architecture_errors(models: dict) -> Iterator[str]:
+    """Every random model's `config` keys: fields of its architecture, of the right kind, consistent sizes."""
+    specs = {name: spec for name, spec in models.items() if spec.get("source") == "init"}
+    if not specs:
+        return
+    described = architecture_fields({spec["architecture"] for spec in specs.values()})
+    for name, spec in specs.items():
+        yield from _model_config_errors(f"models.{name}.config", spec.get("config", {}), spec["architecture"],
+                                        described[spec["architecture"]])
+
+
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """Validate `config` in place (filling defaults) and return it.
 
     Raises ConfigError listing every problem found: unknown keys, wrong types or
     values, and references to models or datasets the config does not define.
+    Imports neither torch nor transformers (see architecture_fields).
     """
-    schema = load_yaml(schema_path)
+    schema = load_schema(schema_path)
     if not isinstance(config, dict):
         raise ConfigError(f"the configuration must be a mapping; got {type(config).__name__}")
+    distance_named = isinstance(config.get("report"), dict) and "distance_measure" in config["report"]
     try:
         with_defaults(validators.validator_for(schema))(schema).validate(config)
     except jsonschema.ValidationError:
         pass  # defaults are filled as far as possible; errors are reported below
     problems = list(dict.fromkeys(_schema_errors(config, schema)))
+    written: dict[str, str] = {}
+    if not problems:  # the seeds of one model refer alike: each problem once
+        problems = list(dict.fromkeys(_expand_seeds(config, written)))
     if not problems:
-        problems = list(_expand_seeds(config))
-    if not problems:
-        problems = list(_reference_errors(config))
+        problems = list(dict.fromkeys(_reference_errors(config, distance_named, written)))
     if problems:
         listing = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(f"invalid reprsim configuration ({len(problems)} problem(s)):\n{listing}")

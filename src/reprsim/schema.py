@@ -7,6 +7,7 @@ aligners: a stage that only needs a default imports this module and nothing heav
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,17 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schema.yaml"
 def load_yaml(path: str | Path) -> Any:
     with open(path) as handle:
         return yaml.safe_load(handle)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_schema(path: str, modified_ns: int) -> dict:
+    return load_yaml(path)
+
+
+def load_schema(path: str | Path = SCHEMA_PATH) -> dict:
+    """The schema at `path`, parsed once per version of the file (the workflow and the tests validate
+    many configs in one process); callers must not modify it."""
+    return _parsed_schema(str(path), Path(path).stat().st_mtime_ns)
 
 
 def with_defaults(validator_class):

@@ -1,12 +1,17 @@
 """Schema and cross-reference validation: every mistake is named, before any job runs."""
 
 import copy
+import subprocess
+import sys
 import time
 
 import pytest
-from conftest import REPO, copy_workflow, snakemake
+from conftest import REPO, TINY, copy_workflow, snakemake
 
 from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
+from reprsim.schema import SCHEMA_PATH
+
+SHIPPED = sorted((REPO / "config").rglob("*.yaml")) + [TINY]
 
 
 @pytest.fixture()
@@ -20,10 +25,9 @@ def problems_of(config) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize("path", ["config/config.yaml", "tests/config/tiny.yaml", "config/examples/glue-local.yaml",
-                                  "config/examples/glue-hub.yaml"])
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda path: str(path.relative_to(REPO)))
 def test_shipped_configs_are_valid(path):
-    config = validate_config(load_yaml(REPO / path))
+    config = validate_config(load_yaml(path))
     assert config["extraction"]["datasets"] == sorted(config["datasets"])
 
 
@@ -41,19 +45,20 @@ def test_defaults_are_filled(default_config):
 def test_measure_parameters_are_checked(default_config):
     default_config["measures"]["svcca"]["params"] = {"treshold": 0.9}
     message = problems_of(default_config)
-    assert "measures.svcca.params" in message and "'treshold'" in message and "threshold" in message
+    assert "key 'measures.svcca.params.treshold' is unknown (did you mean 'threshold'?)" in message
+    assert "allowed keys there: pca_dims, threshold" in message
 
 
 def test_unknown_top_level_key(default_config):
     default_config["modles"] = {}
     message = problems_of(default_config)
-    assert "'modles'" in message and "allowed keys there" in message and "models" in message
+    assert "key 'modles' is unknown (did you mean 'models'?)" in message and "allowed keys there" in message
 
 
 def test_typo_in_model_spec_names_the_path(default_config):
     default_config["models"]["minilm-ft-s1"]["setps"] = 10
     message = problems_of(default_config)
-    assert "'setps'" in message and "models.minilm-ft-s1" in message and "steps" in message
+    assert "key 'models.minilm-ft-s1.setps' is unknown (did you mean 'steps'?)" in message
 
 
 def test_wrong_type_is_named(default_config):
@@ -105,6 +110,32 @@ def test_reserved_pair_separator_in_names(default_config):
     assert "'a__b'" in problems_of(default_config)
 
 
+ESCAPING_NAMES = ["../x", "..", "/etc/x", "a/b", "a\\b", ".hidden", "-x", "", "a b", "ü"]
+
+
+@pytest.mark.parametrize("section", ["datasets", "models", "measures"])
+@pytest.mark.parametrize("name", ESCAPING_NAMES)
+def test_names_cannot_leave_results(default_config, section, name):
+    """Names become path components under results/: no separators, no parent or hidden directory,
+    nothing absolute, refused with the name and the section before any path is made."""
+    entries = default_config[section]
+    entries[name] = copy.deepcopy(next(iter(entries.values())))
+    message = problems_of(default_config)
+    assert repr(name) in message and section in message
+
+
+def test_every_output_of_a_valid_name_stays_inside_results():
+    from reprsim.workflow import paths
+
+    results = (REPO / paths.RESULTS).resolve()
+    odd = "a..b-c_d.e"  # the most dots and signs the name pattern allows
+    templates = [value for value in vars(paths).values() if isinstance(value, str) and "{" in value]
+    assert templates
+    for template in templates:
+        filled = template.format(**{key: odd for key in ("dataset", "model", "model_a", "model_b", "representation")})
+        assert (REPO / filled).resolve().is_relative_to(results), template
+
+
 def test_dependency_cycle(default_config):
     default_config["models"]["minilm-ft-s1"]["base"] = "minilm-ft-s2"
     default_config["models"]["minilm-ft-s2"]["base"] = "minilm-ft-s1"
@@ -125,8 +156,7 @@ def test_typo_fails_before_any_job(tmp_path):
     result = snakemake(workflow, "--dry-run", check=False)
     elapsed = time.perf_counter() - started
     assert result.returncode != 0
-    assert "'batch_sise'" in result.stderr + result.stdout
-    assert "extraction" in result.stderr + result.stdout
+    assert "extraction.batch_sise" in result.stderr + result.stdout
     assert not (workflow / "results" / "datasets").exists()
     assert elapsed < 30
 
@@ -185,3 +215,141 @@ def test_the_validator_warns_when_the_similarity_rows_are_too_few_for_a_measure(
     assert any("measures.cca (cca) has no pca_dims" in m for m in messages)
     assert any("measures.knn (mutual_knn): k = 150" in m for m in messages)
     assert not any("measures.fine" in m for m in messages)
+
+
+@pytest.mark.parametrize("params, expected", [
+    ({"threshold": "0.9"}, "key 'measures.svcca.params.threshold' must be of type number; got '0.9' (str) (YAML read"),
+    ({"threshold": 1.5}, "key 'measures.svcca.params.threshold' is 1.5; must be ≤ 1"),
+    ({"threshold": 0}, "key 'measures.svcca.params.threshold' is 0; must be > 0"),
+    ({"pca_dims": 0}, "key 'measures.svcca.params.pca_dims' is 0; must be ≥ 1"),
+    ({"pca_dims": True}, "key 'measures.svcca.params.pca_dims' must be of type integer or null; got True"),
+    ({"pca_dims": 6.5}, "key 'measures.svcca.params.pca_dims' must be of type integer or null"),
+])
+def test_measure_parameter_types_and_ranges(default_config, params, expected):
+    default_config["measures"]["svcca"]["params"].update(params)
+    assert expected in problems_of(default_config)
+
+
+@pytest.mark.parametrize("label, spec, expected", [
+    ("pw", {"measure": "pwcca", "params": {"direction": "both"}}, "key 'measures.pw.params.direction' is 'both'; allowed values: 'x', 'y', 'min'"),
+    ("c", {"measure": "cka", "params": {"estimator": "fast"}}, "key 'measures.c.params.estimator' is 'fast'"),
+    ("c", {"measure": "cka", "params": {"kernel": "rbf", "threshold": -1.0}}, "key 'measures.c.params.threshold' is -1.0; must be > 0"),
+    ("mb", {"measure": "cka_minibatch", "params": {"batch_size": 2}}, "key 'measures.mb.params.batch_size' is 2; must be ≥ 4"),
+    ("knn", {"measure": "mutual_knn", "params": {"k": 2.5}}, "key 'measures.knn.params.k' must be of type integer"),
+    ("p", {"measure": "procrustes", "params": {"k": 3}}, "key 'measures.p.params.k' is unknown; allowed keys there: none"),
+])
+def test_each_measure_declares_its_parameters(default_config, label, spec, expected):
+    default_config["measures"][label] = spec
+    assert expected in problems_of(default_config)
+
+
+@pytest.mark.parametrize("label, params, expected", [
+    ("svcca", {"threshold": "x"}, "key 'align.aligners.svcca.params.threshold' must be of type number; got 'x'"),
+    ("linear", {"ridge": [0.0, -1.0]}, "key 'align.aligners.linear.params.ridge.1' is -1.0; must be ≥ 0"),
+    ("linear", {"ridge": "1e-3"}, "key 'align.aligners.linear.params.ridge' must be of type number or array; got '1e-3'"),
+    ("linear", {"ridge": []}, "key 'align.aligners.linear.params.ridge'"),
+    ("inn", {"device": "gpu"}, "key 'align.aligners.inn.params.device' is 'gpu'; allowed values: 'auto', 'cpu', 'cuda'"),
+    ("inn", {"hidden": None}, "key 'align.aligners.inn.params.hidden' must be of type integer; got None"),
+    ("mlp", {"hidden": True}, "key 'align.aligners.mlp.params.hidden' must be of type integer or null; got True"),
+    ("mlp", {"layers": 4}, "key 'align.aligners.mlp.params.layers' is unknown"),
+    ("cca", {"threshold": 0.5}, "key 'align.aligners.cca.params.threshold' is unknown"),
+])
+def test_each_aligner_declares_its_parameters(default_config, label, params, expected):
+    default_config["align"]["aligners"][label].setdefault("params", {}).update(params)
+    assert expected in problems_of(default_config)
+
+
+def test_schema_parameters_match_the_libraries():
+    """schema.yaml declares the types of exactly the parameters the measures and aligners take."""
+    from reprsim.aligners.registry import ALIGNERS
+    from reprsim.aligners.registry import PARAMETERS as ALIGNER_PARAMETERS
+    from reprsim.metrics import MEASURES, PARAMETERS
+
+    schema = load_yaml(SCHEMA_PATH)
+    measures, aligners = schema["$defs"]["measure_params"], schema["$defs"]["aligner_params"]
+    assert {name: set(spec["properties"]) for name, spec in measures.items()} == \
+        {name: set(names) for name, names in PARAMETERS.items()}
+    assert {name: set(spec["properties"]) for name, spec in aligners.items()} == \
+        {name: set(names) for name, names in ALIGNER_PARAMETERS.items()}
+    measure_enum = schema["properties"]["measures"]["additionalProperties"]["properties"]["measure"]["enum"]
+    aligner_enum = schema["properties"]["align"]["properties"]["aligners"]["additionalProperties"]["properties"]["aligner"]["enum"]
+    assert set(measure_enum) == set(MEASURES) and set(aligner_enum) == set(ALIGNERS)
+
+
+def test_library_checks_name_the_parameter_instead_of_failing_on_a_comparison():
+    from reprsim.aligners.registry import make
+    from reprsim.metrics.cca import check_params
+
+    for call, name in ((lambda: make("svcca", threshold="0.9"), "threshold"), (lambda: make("linear", ridge=["1e-3"]), "ridge"),
+                       (lambda: make("inn", scale_bound="2"), "scale_bound"), (lambda: make("mlp", hidden=True), "hidden"),
+                       (lambda: check_params("svcca", {"threshold": "0.9"}), "threshold"),
+                       (lambda: check_params("cca", {"pca_dims": True}), "pca_dims")):
+        with pytest.raises(ValueError, match=name):
+            call()
+
+
+@pytest.mark.parametrize("model, config, expected", [
+    ("bert-small-s0", {"intermediate_size": "not-a-number"},
+     ("key 'models.bert-small-s0.config.intermediate_size' must be an integer, like BertConfig's default 3072; "
+      "got 'not-a-number' (str)")),
+    ("bert-small-s0", {"num_hiden_layers": 2},
+     ("key 'models.bert-small-s0.config.num_hiden_layers' is not a field of the bert config (transformers BertConfig); "
+      "did you mean 'num_hidden_layers'?")),
+    ("bert-small-s0", {"num_hidden_layers": True}, "key 'models.bert-small-s0.config.num_hidden_layers' must be an integer"),
+    ("bert-small-s0", {"hidden_dropout_prob": "0.1"}, "key 'models.bert-small-s0.config.hidden_dropout_prob' must be a number"),
+    ("bert-small-s0", {"hidden_act": 3}, "key 'models.bert-small-s0.config.hidden_act' must be a string"),
+    ("bert-small-s0", {"use_cache": "yes"}, "key 'models.bert-small-s0.config.use_cache' must be true or false"),
+    ("bert-small-s0", {"id2label": [0, 1]}, "key 'models.bert-small-s0.config.id2label' must be a mapping"),
+    ("bert-small-s0", {"classifier_dropout": {"p": 0.1}}, "key 'models.bert-small-s0.config.classifier_dropout' must be a scalar"),
+    ("bert-small-s0", {"intermediate_size": -8}, "key 'models.bert-small-s0.config.intermediate_size' is -8; must be ≥ 0"),
+    ("bert-small-s0", {"num_attention_heads": 0}, "key 'models.bert-small-s0.config.num_attention_heads' is 0; must be ≥ 1"),
+    ("bert-small-s0", {"hidden_size": 250},
+     ("key 'models.bert-small-s0.config.hidden_size' = 250 is not a multiple of "
+      "key 'models.bert-small-s0.config.num_attention_heads' = 4")),
+    ("bert-small-s0", {"model_type": "gpt2"}, "key 'models.bert-small-s0.config.model_type' is not a field"),
+    ("bert-small-s0", {"trust_remote_code": True},
+     "key 'models.bert-small-s0.config.trust_remote_code' is refused: reprsim never executes remote code"),
+])
+def test_architecture_config_keys_are_checked_against_transformers(default_config, model, config, expected):
+    default_config["models"][model]["config"].update(config)
+    assert expected in problems_of(default_config)
+
+
+def test_architecture_aliases_are_fields_of_their_own():
+    tiny = load_yaml(TINY)
+    gpt2 = tiny["models"]["tiny-gpt2"]["config"]
+    gpt2["hidden_size"] = gpt2.pop("n_embd")  # GPT2Config.attribute_map: hidden_size -> n_embd
+    validate_config(copy.deepcopy(tiny))
+    gpt2["n_embd"] = 32
+    assert ("keys 'models.tiny-gpt2.config.hidden_size' and 'models.tiny-gpt2.config.n_embd' both set n_embd"
+            in problems_of(tiny))
+    del gpt2["hidden_size"], gpt2["n_embd"]
+    gpt2["n_head"] = 5
+    assert "n_embd (default) = 768 is not a multiple of key 'models.tiny-gpt2.config.n_head' = 5" in problems_of(tiny)
+
+
+@pytest.mark.parametrize("where", [("models", "minilm"), ("models", "minilm-ft-s1"), ("datasets", "sst2")])
+def test_trust_remote_code_is_refused_wherever_it_is_put(default_config, where):
+    section, name = where
+    default_config[section][name]["trust_remote_code"] = True
+    message = problems_of(default_config)
+    assert f"key '{section}.{name}.trust_remote_code' is refused: reprsim never executes remote code" in message
+
+
+def test_a_named_distance_measure_must_exist(default_config):
+    default_config["report"]["distance_measure"] = "lin_cka"
+    message = problems_of(default_config)
+    assert "key 'report.distance_measure' is 'lin_cka', which is not a measure in this config" in message
+    # the default names linear_cka, which a config need not define: then there are no model distances
+    del default_config["report"]["distance_measure"]
+    del default_config["measures"]["linear_cka"]
+    validate_config(default_config)
+
+
+def test_validation_imports_neither_torch_nor_transformers():
+    """The Snakefile validates whenever the DAG is built; transformers' config classes are read in a child."""
+    script = ("import sys; from reprsim.config import load_yaml, validate_config; "
+              f"[validate_config(load_yaml(p)) for p in {[str(p) for p in SHIPPED]!r}]; "
+              "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

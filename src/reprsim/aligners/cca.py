@@ -34,7 +34,13 @@ import torch
 
 from reprsim.aligners.linear import relative_error
 from reprsim.metrics._inputs import as_float64
-from reprsim.metrics.cca import canonical, prepare, pwcca_weights
+from reprsim.metrics.cca import (
+    canonical,
+    check_pca_dims,
+    check_threshold,
+    prepare,
+    pwcca_weights,
+)
 
 VARIANTS = ("cca", "svcca", "pwcca")
 
@@ -56,17 +62,16 @@ class CanonicalMap:
                  threshold: float = 0.99):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}")
-        if components is not None and (not isinstance(components, int) or components < 1):
+        if components is not None and (not isinstance(components, int) or isinstance(components, bool)
+                                       or components < 1):
             raise ValueError(f"components must be a positive integer or None; got {components!r}")
-        if pca_dims is not None and (not isinstance(pca_dims, int) or pca_dims < 1):
-            raise ValueError(f"pca_dims must be a positive integer or None; got {pca_dims!r}")
-        if not 0 < threshold <= 1:
-            raise ValueError(f"threshold must be in (0, 1]; got {threshold!r}")
+        check_pca_dims(pca_dims)
+        check_threshold(threshold)
         self.variant, self.components, self.pca_dims, self.threshold = variant, components, pca_dims, threshold
         self.meta: dict = {}
 
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
-            Y_val: np.ndarray | None = None) -> "CanonicalMap":
+            Y_val: np.ndarray | None = None) -> CanonicalMap:
         started = time.perf_counter()
         X, Y = as_float64(X, "cpu", "X"), as_float64(Y, "cpu", "Y")
         if X.shape[0] != Y.shape[0]:

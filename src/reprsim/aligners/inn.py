@@ -172,10 +172,10 @@ class CouplingArchitecture:
     def __post_init__(self) -> None:
         for name in ("hidden", "layers", "depth"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}")
-        if not self.scale_bound > 0:
-            raise ValueError(f"scale_bound must be > 0; got {self.scale_bound!r}")
+        if not isinstance(self.scale_bound, (int, float)) or isinstance(self.scale_bound, bool) or self.scale_bound <= 0:
+            raise ValueError(f"scale_bound must be a number > 0; got {self.scale_bound!r}")
 
     def parameter_count(self, dim: int) -> int:
         halves = (dim // 2, dim - dim // 2)
@@ -207,7 +207,7 @@ class InvertibleAligner:
         self.meta: dict = {}
 
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
-            Y_val: np.ndarray | None = None) -> "InvertibleAligner":
+            Y_val: np.ndarray | None = None) -> InvertibleAligner:
         started = time.perf_counter()
         dtype, X, Y = float64_pair(X, Y)
         d_x, d_y = X.shape[1], Y.shape[1]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numbers
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -39,10 +40,10 @@ class LinearAligner:
     """
 
     def __init__(self, ridge: float | Sequence[float] = 0.0):
-        grid = [float(r) for r in np.atleast_1d(ridge)]
-        if not grid or min(grid) < 0:
-            raise ValueError(f"ridge must be one or more values ≥ 0; got {ridge!r}")
-        self.grid = grid
+        values = list(np.atleast_1d(ridge))
+        if not values or not all(isinstance(r, numbers.Real) and not isinstance(r, bool) and r >= 0 for r in values):
+            raise ValueError(f"ridge must be one or more numbers ≥ 0; got {ridge!r}")
+        self.grid = [float(r) for r in values]
         self.ridge_: float | None = None
         self.rank_: int | None = None
         self.validation_errors_: dict[float, float] = {}
@@ -51,7 +52,7 @@ class LinearAligner:
         self.meta: dict = {}
 
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
-            Y_val: np.ndarray | None = None) -> "LinearAligner":
+            Y_val: np.ndarray | None = None) -> LinearAligner:
         started = time.perf_counter()
         X, Y = np.asarray(X), np.asarray(Y, dtype=np.float64)
         eps = np.finfo(X.dtype if np.issubdtype(X.dtype, np.floating) else np.float64).eps

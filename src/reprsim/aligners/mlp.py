@@ -70,16 +70,16 @@ class MLPAligner:
     validation. hidden=None: the width that gives the default INN's parameter count for these sizes."""
 
     def __init__(self, hidden: int | None = None, depth: int = 2, training: TrainingConfig | None = None):
-        if hidden is not None and (not isinstance(hidden, int) or hidden < 1):
+        if hidden is not None and (not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1):
             raise ValueError(f"hidden must be a positive integer or None; got {hidden!r}")
-        if not isinstance(depth, int) or depth < 1:
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
             raise ValueError(f"depth must be a positive integer; got {depth!r}")
         self.hidden, self.depth = hidden, depth
         self.training = training or TrainingConfig()
         self.meta: dict = {}
 
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
-            Y_val: np.ndarray | None = None) -> "MLPAligner":
+            Y_val: np.ndarray | None = None) -> MLPAligner:
         started = time.perf_counter()
         dtype, X, Y = float64_pair(X, Y)
         self.x_scaler, self.y_scaler = Standardiser(X), Standardiser(Y)

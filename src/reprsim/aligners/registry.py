@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, fields
-from typing import Any, Callable
+from typing import Any
 
 from reprsim.aligners.cca import CanonicalMap
 from reprsim.aligners.inn import CouplingArchitecture, InvertibleAligner
@@ -13,7 +14,8 @@ from reprsim.aligners.training import TrainingConfig
 
 TRAINING = {field.name: field.default for field in fields(TrainingConfig)}
 
-# name -> {parameter: default}; the torch aligners share TrainingConfig's parameters
+# name -> {parameter: default}; the torch aligners share TrainingConfig's parameters. The config's
+# types and ranges of these are declared in schema.yaml ($defs/aligner_params; tests keep the names in step).
 PARAMETERS: dict[str, dict[str, Any]] = {
     "linear": {"ridge": 0.0},
     "cca": {"components": None, "pca_dims": None},
@@ -61,8 +63,3 @@ def make(name: str, **params: Any) -> Any:
         raise ValueError(f"aligner {name!r} has no parameter(s) {', '.join(unknown)}; "
                          f"allowed: {', '.join(PARAMETERS[name])}")
     return ALIGNERS[name](**params)
-
-
-def check(name: str, params: dict) -> None:
-    """Validate a configured aligner without fitting anything (building one is cheap)."""
-    make(name, **params)

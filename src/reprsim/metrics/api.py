@@ -5,19 +5,23 @@ that the pairwise jobs use."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 
 from reprsim.metrics import permutation, sample_size, subsample
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
+from reprsim.metrics.cca import cca_pair, cca_prepared
 from reprsim.metrics.cka import cka_layers, minibatch_cka_layers
 from reprsim.metrics.knn import mutual_knn_layers
-from reprsim.metrics.neuron import mixedsim_layers, neuronsim_both_layers, neuronsim_layers
+from reprsim.metrics.neuron import (
+    mixedsim_layers,
+    neuronsim_both_layers,
+    neuronsim_layers,
+)
 from reprsim.metrics.procrustes import procrustes_layers
-from reprsim.metrics.cca import cca_pair, cca_prepared
 
 
 @dataclass
@@ -85,7 +89,8 @@ MEASURES: dict[str, tuple[Callable, str, bool]] = {
 BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuronsim": neuronsim_both_layers}
 
 
-# parameters each measure accepts (checked before any computation, so a typo is named)
+# parameters each measure accepts (checked before any computation, so a typo is named); a config's
+# are checked, with their types and ranges, by schema.yaml's $defs/measure_params (tests keep the names in step)
 PARAMETERS: dict[str, tuple[str, ...]] = {
     "cka": ("kernel", "estimator", "threshold"),
     "cka_minibatch": ("batch_size", "kernel", "threshold"),

@@ -105,16 +105,29 @@ def pwcca_both_from(px: dict, py: dict, direction: str) -> tuple[tuple[float, fl
                                                  "pwcca_y": values["y"], "rho": rho.tolist()}
 
 
+def is_number(value) -> bool:
+    """An int or float, not a bool (True is an int to Python, never a threshold to a user)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_pca_dims(pca_dims) -> None:
+    if pca_dims is not None and (not isinstance(pca_dims, int) or isinstance(pca_dims, bool) or pca_dims < 1):
+        raise ValueError(f"pca_dims must be a positive integer or None; got {pca_dims!r}")
+
+
+def check_threshold(threshold) -> None:
+    """SVCCA's variance threshold: a number in (0, 1]."""
+    if not (is_number(threshold) and 0 < threshold <= 1):
+        raise ValueError(f"svcca threshold must be a number in (0, 1]; got {threshold!r}")
+
+
 def check_params(kind: str, params: dict) -> None:
     """Values the CCA family accepts, checked before any decomposition."""
-    threshold = params.get("threshold", 0.99)
-    if kind == "svcca" and not 0 < threshold <= 1:
-        raise ValueError(f"svcca threshold must be in (0, 1]; got {threshold}")
+    if kind == "svcca":
+        check_threshold(params.get("threshold", 0.99))
     if kind == "pwcca" and params.get("direction", "min") not in DIRECTIONS:
         raise ValueError(f"pwcca direction must be one of {DIRECTIONS}; got {params.get('direction')!r}")
-    pca_dims = params.get("pca_dims")
-    if pca_dims is not None and (not isinstance(pca_dims, int) or pca_dims < 1):
-        raise ValueError(f"pca_dims must be a positive integer; got {pca_dims!r}")
+    check_pca_dims(params.get("pca_dims"))
 
 
 def cca_prepared(kind: str, Xs: torch.Tensor, Ys: torch.Tensor, params: dict) -> tuple[list, list]:
