@@ -8,6 +8,7 @@ from conftest import SHARED_GLUE
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.stages.data.prepare import SPLITS, generate_builtin, prepare_dataset
+from reprsim.stages.data.validate import DatasetError, DatasetWarning
 
 
 def test_builtin_is_deterministic_and_seeded():
@@ -72,14 +73,14 @@ def test_local_missing_column_is_named(tmp_path):
     pd.DataFrame({"sentence": ["a", "b"], "label": [0, 1]}).to_csv(tmp_path / "t.csv", index=False)
     spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": "t.csv"},
             "columns": {"text": "sentense", "label": "label"}}
-    with pytest.raises(KeyError, match="sentense"):
+    with pytest.raises(DatasetError, match=r"column\(s\) \['sentense'\] not found"):
         prepare_dataset("bad", spec, tmp_path / "out")
 
 
 def test_local_missing_file_is_named(tmp_path):
     spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": "absent.tsv"},
             "columns": {"text": "sentence", "label": "label"}}
-    with pytest.raises(FileNotFoundError, match="absent.tsv"):
+    with pytest.raises(DatasetError, match="absent.tsv"):
         prepare_dataset("bad", spec, tmp_path / "out")
 
 
@@ -103,18 +104,22 @@ def test_sst2_through_local_source(tmp_path):
 
 @glue
 def test_rte_pairs_and_headerless_cola(tmp_path):
-    rte = prepare_dataset("rte", {
-        "source": "local", "data_root": str(SHARED_GLUE / "rte"),
-        "files": {"train": "train.tsv", "validation": "validation.tsv"},
-        "columns": {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
-        "split_fractions": {"test": 0.1}}, tmp_path / "rte")
+    with pytest.warns(DatasetWarning):
+        rte = prepare_dataset("rte", {
+            "source": "local", "data_root": str(SHARED_GLUE / "rte"),
+            "files": {"train": "train.tsv", "validation": "validation.tsv"},
+            "columns": {"text": "sentence1", "text_pair": "sentence2", "label": "label"},
+            "split_fractions": {"test": 0.1}}, tmp_path / "rte")
     assert rte["task"] == "pair" and rte["sizes"]["validation"] == 277
-    cola = prepare_dataset("cola", {
-        "source": "local", "data_root": str(SHARED_GLUE / "cola"),
-        "files": {"train": "train.tsv", "validation": "validation.tsv"},
-        "column_names": ["source", "label", "original_label", "sentence"],
-        "columns": {"text": "sentence", "label": "label"}, "split_fractions": {"test": 0.1}}, tmp_path / "cola")
+    with pytest.warns(DatasetWarning):
+        cola = prepare_dataset("cola", {
+            "source": "local", "data_root": str(SHARED_GLUE / "cola"),
+            "files": {"train": "train.tsv", "validation": "validation.tsv"},
+            "column_names": ["source", "label", "original_label", "sentence"],
+            "columns": {"text": "sentence", "label": "label"}, "split_fractions": {"test": 0.1}}, tmp_path / "cola")
     assert cola["sizes"]["validation"] == 1043 and cola["n_labels"] == 2
+    # real GLUE files repeat rows: counted and warned about, never refused
+    assert cola["checks"]["train"]["duplicate_rows"] == 5 and rte["checks"]["train"]["duplicate_rows"] == 2
 
 
 def test_hf_source_maps_splits_and_columns(tmp_path, monkeypatch):

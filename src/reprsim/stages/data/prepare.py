@@ -7,7 +7,11 @@ single-sentence tasks) and `label` (int class index), plus `meta.json`.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,7 +19,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reprsim.io.outputs import atomic_directory, write_json
+from reprsim.io.outputs import atomic_directory, write_json, write_parquet
+from reprsim.io.provenance import file_checksums
+from reprsim.stages.data.validate import (
+    SHOWN_ROWS,
+    DatasetError,
+    Origin,
+    check_rows,
+    check_splits,
+    count,
+    encode_labels,
+)
 
 SPLITS = ("train", "validation", "test")
 COLUMNS = ("text", "text_pair", "label")
@@ -76,122 +90,211 @@ _READERS = {
 }
 
 
-def _read_table(path: Path, fmt: str, column_names: list[str] | None) -> pd.DataFrame:
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset file {path} does not exist")
+def _read_text(path: Path, origin: Origin) -> str:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - data.rfind(b"\n", 0, error.start)
+        raise DatasetError(
+            f"{origin}: the file is not UTF-8: byte {error.start} (line {line}, column {column}) is "
+            f"{data[error.start:error.end]!r}. Re-encode it to UTF-8, e.g. iconv -f latin1 -t utf-8 {path} > {path.with_suffix('.utf8' + path.suffix)} (if it is Latin-1)"
+        ) from None
+    return text.removeprefix("\ufeff")   # a byte-order mark (Excel writes one) is not part of the header
+
+
+def _read_delimited(text: str, fmt: str, column_names: list[str] | None, origin: Origin) -> pd.DataFrame:
+    """A CSV/TSV table of strings indexed by the line each record starts on.
+
+    The csv module rather than pandas: it says where each record starts, and a row with too few or
+    too many fields is an error here instead of being padded with NaN or shifted into the index.
+    Quoting is off for TSV: GLUE files contain bare quote characters inside sentences.
+    """
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))   # one very long text is not an error
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",",
+                        quoting=csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL)
+    records, lines, start = [], [], 1
+    try:
+        for record in reader:
+            if record:   # blank lines are skipped, as pandas does
+                records.append(record)
+                lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as error:
+        raise DatasetError(f"{origin}: cannot parse line {start} as {fmt.upper()}: {error}. Fix that line") from None
+
+    if column_names:
+        header, first, described = list(column_names), 0, f"the {len(column_names)} columns of column_names"
+        if records and [f.strip().lower() for f in records[0]] == [c.lower() for c in header]:
+            raise DatasetError(f"{origin}: line {lines[0]} is a header ({records[0]}) but column_names says the "
+                               f"file has none. Remove datasets.{origin.dataset}.column_names")
+    elif records:
+        header, first, described = records[0], 1, f"the {len(records[0])} columns of the header (line {lines[0]})"
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:
+            raise DatasetError(f"{origin}: the header (line {lines[0]}) repeats column name(s) {repeated}. Give "
+                               "every column its own name")
+    else:
+        raise DatasetError(f"{origin}: the file is empty (not even a header line). Fill it or fix the path")
+
+    ragged = [(line, len(record)) for line, record in zip(lines[first:], records[first:]) if len(record) != len(header)]
+    if ragged:
+        shown = ", ".join(f"line {line} has {n}" for line, n in ragged[:SHOWN_ROWS])
+        fix = (f"every line has {ragged[0][1]}: name that many columns in column_names"
+               if column_names and len(ragged) == len(records) and len({n for _, n in ragged}) == 1
+               else f"a {'tab' if fmt == 'tsv' else 'comma'} inside a text, a missing field or a stray line: fix "
+                    f"these lines{'' if fmt == 'tsv' else ' (quote fields that contain commas)'}")
+        raise DatasetError(f"{origin}: {count(len(ragged), 'line')} with a field count other than {described}: "
+                           f"{shown}{', ...' if len(ragged) > SHOWN_ROWS else ''}. {fix[0].upper()}{fix[1:]}")
+    return pd.DataFrame(records[first:], columns=header, index=lines[first:], dtype=object)
+
+
+def _json_error(text: str, lines: bool) -> str | None:
+    """Where a JSON (Lines) text first fails to parse, or None when the json module reads it."""
+    for number, chunk in enumerate(text.split("\n"), 1) if lines else [(None, text)]:
+        if chunk.strip():
+            try:
+                json.loads(chunk)
+            except json.JSONDecodeError as error:
+                return f"line {number or error.lineno}: {error.msg}"
+    return None
+
+
+def _read_table(path: Path, fmt: str, column_names: list[str] | None, origin: Origin) -> tuple[pd.DataFrame, Origin]:
+    """A file as a table of the source's columns, indexed by 1-based line (or row, record) numbers."""
     if fmt == "auto":
         fmt = _READERS.get(path.suffix.lower())
         if fmt is None:
-            raise ValueError(
-                f"cannot infer the format of {path} from its extension; set 'format' to one of "
-                f"{', '.join(sorted(set(_READERS.values())))}"
+            raise DatasetError(
+                f"{origin}: cannot infer the format from the extension {path.suffix!r}; set "
+                f"datasets.{origin.dataset}.format to one of {', '.join(sorted(set(_READERS.values())))}"
             )
-    header = None if column_names else "infer"
     if fmt in ("csv", "tsv"):
-        # quoting off for TSV: GLUE files contain bare quote characters inside sentences
-        return pd.read_csv(
-            path, sep="\t" if fmt == "tsv" else ",", header=header, names=column_names,
-            quoting=3 if fmt == "tsv" else 0, keep_default_na=False, dtype=str,
-        )
-    if fmt == "json":
-        return pd.read_json(path)
-    if fmt == "jsonl":
-        return pd.read_json(path, lines=True)
-    return pd.read_parquet(path)
+        return _read_delimited(_read_text(path, origin), fmt, column_names, origin), origin
+    if fmt == "parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as error:
+            raise DatasetError(f"{origin}: not a readable Parquet file ({error}). Check the file and format") from None
+        frame.index = np.arange(1, len(frame) + 1)
+        return frame, replace(origin, unit="row")
+    text = _read_text(path, origin)
+    lines = fmt == "jsonl"
+    try:
+        frame = pd.read_json(io.StringIO(text), lines=lines)
+    except ValueError as error:
+        raise DatasetError(f"{origin}: not valid {'JSON Lines' if lines else 'JSON'} "
+                           f"({_json_error(text, lines) or error}). Fix the file or set format") from None
+    if lines:   # pandas skips blank lines, so the records sit on the non-blank ones
+        filled = [number for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+        if len(filled) == len(frame):
+            frame.index = filled
+            return frame, origin
+    frame.index = np.arange(1, len(frame) + 1)
+    return frame, replace(origin, unit="record")
 
 
-def _select_columns(frame: pd.DataFrame, columns: dict, origin: str) -> pd.DataFrame:
+def _select_columns(frame: pd.DataFrame, columns: dict, origin: Origin, headerless_hint: bool = False) -> pd.DataFrame:
     wanted = {"text": columns["text"], "label": columns["label"]}
     if columns.get("text_pair") is not None:
         wanted["text_pair"] = columns["text_pair"]
     missing = [src for src in wanted.values() if src not in frame.columns]
     if missing:
-        raise KeyError(
-            f"{origin}: column(s) {missing} not found; available columns: {list(frame.columns)}"
-        )
-    out = pd.DataFrame({ours: frame[src].to_numpy() for ours, src in wanted.items()})
+        hint = (f", or, if the file has no header line, name its columns in datasets.{origin.dataset}.column_names"
+                if headerless_hint else "")
+        raise DatasetError(f"{origin}: column(s) {missing} not found; its columns are {list(frame.columns)}. Set "
+                           f"datasets.{origin.dataset}.columns to the right names{hint}")
+    out = pd.DataFrame({ours: frame[src].to_numpy() for ours, src in wanted.items()}, index=frame.index)
     if "text_pair" not in out:
         out["text_pair"] = None
     return out[list(COLUMNS)]
 
 
-def load_local(spec: dict) -> dict[str, pd.DataFrame]:
-    root = Path(spec.get("data_root", "."))
-    splits = {}
-    for split, rel in spec["files"].items():
-        path = root / rel
-        frame = _read_table(path, spec.get("format", "auto"), spec.get("column_names"))
-        splits[split] = _select_columns(frame, spec["columns"], str(path))
-    return splits
+def _missing_file(name: str, split: str, relative: str, root: Path) -> DatasetError:
+    path = root / relative
+    where = f"relative to data_root {str(root)!r} ({root.resolve()}"
+    if root.is_dir():
+        entries = sorted(p.name for p in root.iterdir())
+        where += f", which holds {entries[:10]}{' ...' if len(entries) > 10 else ''})"
+    else:
+        where += ", which does not exist)"
+    return DatasetError(
+        f"dataset {name!r}, split {split}: datasets.{name}.files.{split} = {relative!r} is {path.resolve()}, which "
+        f"{'is a directory' if path.is_dir() else 'does not exist'}; file paths are taken {where}. Fix the path, or "
+        f"set data_root (datasets.{name}.data_root, or the top-level data_root, e.g. --config data_root=DIR)"
+    )
+
+
+def load_local(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[str, Origin]]:
+    root = Path(spec.get("data_root") or ".")
+    column_names = spec.get("column_names")
+    frames, origins = {}, {}
+    for split, relative in spec["files"].items():
+        path = root / relative
+        if not path.is_file():
+            raise _missing_file(name, split, relative, root)
+        origin = Origin(name, split, f"file {path.absolute()}", columns=dict(spec["columns"]))
+        frame, origins[split] = _read_table(path, spec.get("format", "auto"), column_names, origin)
+        headerless_hint = origins[split].unit == "line" and not column_names and path.suffix.lower() != ".jsonl"
+        frames[split] = _select_columns(frame, spec["columns"], origins[split], headerless_hint)
+    return frames, origins
 
 
 # --------------------------------------------------------------------------- sample
 # Small samples of real datasets shipped as package data (samples/README.md says where
 # each comes from and how it was drawn): name -> (label names in class-index order).
 SAMPLES = {"sst2": ["negative", "positive"]}
+_SAMPLE_COLUMNS = {"text": "sentence", "label": "label"}
 
 
 def sample_dir(name: str):
     """The directory of the shipped sample `name` (a Traversable inside the installed package)."""
     if name not in SAMPLES:
-        raise ValueError(f"unknown dataset sample {name!r}; available samples: {', '.join(sorted(SAMPLES))}")
+        raise DatasetError(f"unknown dataset sample {name!r}; available samples: {', '.join(sorted(SAMPLES))}")
     return resources.files("reprsim.stages.data").joinpath("samples", name)
 
 
-def load_sample(spec: dict) -> dict[str, pd.DataFrame]:
+def load_sample(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[str, Origin]]:
     """All three splits of a shipped sample: TSV `sentence<TAB>label` with labels 0..n-1."""
     root = sample_dir(spec["name"])
-    splits = {}
+    frames, origins = {}, {}
     for split in SPLITS:
         entry = root.joinpath(f"{split}.tsv")
         if not entry.is_file():
-            raise FileNotFoundError(
+            raise DatasetError(
                 f"sample {spec['name']!r} lacks {split}.tsv in the installed package ({entry}); "
                 "reinstall reprsim (package data) or rebuild it with samples/make_sst2_sample.py"
             )
         with resources.as_file(entry) as path:
-            frame = _read_table(Path(path), "tsv", None)
-        frame = _select_columns(frame, {"text": "sentence", "label": "label"}, f"sample {spec['name']}/{split}")
-        splits[split] = frame
-    return splits
+            origin = Origin(name, split, f"sample file {path}", columns=_SAMPLE_COLUMNS)
+            frame, origins[split] = _read_table(Path(path), "tsv", None, origin)
+        frames[split] = _select_columns(frame, _SAMPLE_COLUMNS, origin)
+    return frames, origins
 
 
 # --------------------------------------------------------------------------- hub
-def load_hf(spec: dict) -> dict[str, pd.DataFrame]:
+def load_hf(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[str, Origin]]:
     """Load named splits from the Hugging Face hub (the path real users take)."""
     import datasets
 
-    splits = {}
+    frames, origins = {}, {}
     for ours, theirs in spec["splits"].items():
         table = datasets.load_dataset(
             spec["id"], spec.get("config"), split=theirs, revision=spec.get("revision")
         )
-        splits[ours] = _select_columns(table.to_pandas(), spec["columns"], f"{spec['id']}[{theirs}]")
-    return splits
+        hub_name = spec["id"] + (f"/{spec['config']}" if spec.get("config") else "")
+        origins[ours] = Origin(name, ours, f"hub dataset {hub_name}, split {theirs!r}", unit="row",
+                               columns=dict(spec["columns"]))
+        frame = table.to_pandas()
+        frame.index = np.arange(1, len(frame) + 1)
+        frames[ours] = _select_columns(frame, spec["columns"], origins[ours])
+    return frames, origins
 
 
 # --------------------------------------------------------------------------- common
-def _encode_labels(splits: dict[str, pd.DataFrame], label_names: list | None) -> list:
-    values = pd.concat([s["label"] for s in splits.values()])
-    if label_names is None:
-        distinct = pd.unique(values)
-        try:  # numeric labels keep their numeric order ("0" < "1" < "10")
-            label_names = sorted(distinct, key=lambda v: float(v))
-        except (TypeError, ValueError):
-            label_names = sorted(distinct, key=str)
-    lookup = {str(v): i for i, v in enumerate(label_names)}
-    for name, frame in splits.items():
-        unknown = sorted({str(v) for v in frame["label"]} - set(lookup))
-        if unknown:
-            raise ValueError(
-                f"split {name!r} has label values {unknown[:5]} not in label_names {label_names}"
-            )
-        frame["label"] = frame["label"].map(lambda v: lookup[str(v)]).astype("int64")
-    return [v.item() if hasattr(v, "item") else v for v in label_names]
-
-
 def _carve_missing_splits(
-    splits: dict[str, pd.DataFrame], fractions: dict, seed: int
+    splits: dict[str, pd.DataFrame], origins: dict[str, Origin], fractions: dict, seed: int
 ) -> dict[str, pd.DataFrame]:
     """Split validation/test off train (seeded shuffle) when the source lacks them."""
     missing = [s for s in ("validation", "test") if s not in splits]
@@ -201,13 +304,15 @@ def _carve_missing_splits(
     order = np.random.default_rng(seed).permutation(len(train))
     start = 0
     for split in missing:
-        take = int(round(fractions.get(split, 0.1) * len(train)))
+        take = round(fractions.get(split, 0.1) * len(train))
         splits[split] = train.iloc[order[start:start + take]]
+        origins[split] = replace(origins["train"], split=split, where=f"carved from train, {origins['train'].where}")
         start += take
     splits["train"] = train.iloc[np.sort(order[start:])]
     if any(len(splits[s]) == 0 for s in SPLITS):
-        raise ValueError(
-            f"too few examples ({len(train)}) to carve {missing} out of train with fractions {fractions}"
+        raise DatasetError(
+            f"{origins['train']}: too few examples ({len(train)}) to carve {missing} out of train with "
+            f"fractions {fractions}. Add examples, give the splits their own files, or raise split_fractions"
         )
     return splits
 
@@ -219,31 +324,54 @@ def _cap(frame: pd.DataFrame, max_examples: int | None, seed: int) -> pd.DataFra
     return frame.iloc[keep]
 
 
+def _load(name: str, spec: dict) -> tuple[dict[str, pd.DataFrame], dict[str, Origin]]:
+    """The source's splits, each indexed by the 1-based line (row, example) its rows come from."""
+    source = spec["source"]
+    if source == "builtin":
+        frame = generate_builtin(spec["n_examples"], int(spec.get("seed", 0)))
+        frame.index += 1
+        return {"train": frame}, {"train": Origin(name, "train", "the builtin generator", unit="example")}
+    if source == "sample":
+        return load_sample(spec, name)
+    return load_local(spec, name) if source == "local" else load_hf(spec, name)
+
+
 def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any]:
-    """Materialise dataset `name` from its config `spec` into `out_dir`; return meta."""
+    """Materialise dataset `name` from its config `spec` into `out_dir`; return meta.
+
+    Every source's rows are checked before anything is written (stages/data/validate.py: what is
+    refused with a DatasetError, the label policy, what is only counted in meta["checks"]).
+    """
     source = spec["source"]
     seed = int(spec.get("seed", 0))
+    splits, origins = _load(name, spec)
+    pair = source in ("local", "hf") and spec["columns"].get("text_pair") is not None
     if source == "builtin":
-        splits = {"train": generate_builtin(spec["n_examples"], seed)}
-        label_values = [0, 1]
-        splits = _carve_missing_splits(splits, spec.get("split_fractions", {}), seed)
+        given_labels = [0, 1]
     elif source == "sample":
-        splits = load_sample(spec)
-        splits = {s: _cap(f, spec.get("max_examples"), seed) for s, f in splits.items()}
-        label_values = list(range(len(SAMPLES[spec["name"]])))
+        given_labels = list(range(len(SAMPLES[spec["name"]])))
     else:
-        splits = load_local(spec) if source == "local" else load_hf(spec)
-        splits = _carve_missing_splits(splits, spec.get("split_fractions") or {}, seed)
+        given_labels = spec.get("label_names")
+    label_values = check_rows(splits, origins, pair, given_labels, hub=source == "hf")
+
+    if source != "sample":   # a sample ships all three splits
+        splits = _carve_missing_splits(splits, origins, spec.get("split_fractions") or {}, seed)
+    if source != "builtin":
         splits = {s: _cap(f, spec.get("max_examples"), seed) for s, f in splits.items()}
-        label_values = spec.get("label_names")
-    splits = {s: splits[s].reset_index(drop=True).copy() for s in SPLITS}
-    label_values = _encode_labels(splits, label_values)
+    splits = {s: splits[s].copy() for s in SPLITS}
+    label_mapping = encode_labels(splits, label_values)
     if source == "builtin":
         label_names = BUILTIN_LABEL_NAMES
     elif source == "sample":
         label_names = SAMPLES[spec["name"]]
     else:
         label_names = label_values
+    classes = [f"{value!r} -> {index}" + ("" if str(label_names[index]) == value else f" ({label_names[index]})")
+               for value, index in label_mapping.items()]
+    print(f"dataset {name!r}: label -> class: {', '.join(classes)}"
+          + ("" if given_labels else " (sorted; list label_names to choose the order)"))
+    checks = check_splits(splits, origins, label_names, pair, warn=source != "builtin")
+    splits = {s: splits[s].reset_index(drop=True) for s in SPLITS}
 
     digest = hashlib.sha256()
     for split in SPLITS:
@@ -257,13 +385,14 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         "task": "pair" if splits["train"]["text_pair"].notna().any() else "single",
         "label_names": label_names,
         "n_labels": len(label_names),
+        "label_mapping": label_mapping,
         "sizes": {s: len(splits[s]) for s in SPLITS},
+        "checks": checks,
         "content_hash": digest.hexdigest(),
     }
     with atomic_directory(out_dir) as tmp:
         for split in SPLITS:
-            splits[split].to_parquet(tmp / f"{split}.parquet", index=False)
+            write_parquet(tmp / f"{split}.parquet", splits[split])
+        meta["checksums"] = file_checksums(tmp)  # per file, so that `reprsim verify` names a damaged split
         write_json(tmp / "meta.json", meta)
     return meta
-
-
