@@ -50,11 +50,16 @@ def canonical(value):
     return json.dumps(value, sort_keys=True)
 
 
+def workflow_file(*parts):
+    """A file of this checkout, relative to the working directory: Snakemake records input paths
+    as given, so an absolute path would make a moved or renamed checkout rerun every job."""
+    return os.path.relpath(os.path.join(workflow.basedir, *parts))
+
+
 def code(script):
     """A rule's script and every reprsim module it imports, declared as input so that a
     real edit reruns the rule (Snakemake compares content: a touch does nothing)."""
-    return list(code_dependencies(os.path.join(workflow.basedir, "scripts", f"{script}.py"),
-                                  os.path.join(workflow.basedir, "src")))
+    return list(code_dependencies(workflow_file("scripts", f"{script}.py"), workflow_file("src")))
 
 
 def model_dir(name):

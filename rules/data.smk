@@ -10,7 +10,7 @@ def dataset_files(wildcards):
     """A local dataset's files, or a shipped sample's, so that editing one re-prepares the dataset."""
     spec = config["datasets"][wildcards.dataset]
     if spec["source"] == "sample":
-        return sorted(glob.glob(os.path.join(workflow.basedir, "src/reprsim/stages/data/samples", spec["name"], "*.tsv")))
+        return sorted(glob.glob(os.path.join(workflow_file("src/reprsim/stages/data/samples", spec["name"]), "*.tsv")))
     if spec["source"] != "local":
         return []
     return [os.path.join(spec["data_root"], path) for path in spec["files"].values()]

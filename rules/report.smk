@@ -2,7 +2,7 @@
 # HTML report: a main page (findings, summaries) and linked detail pages, assembled from sections.
 # Captions: src/reprsim/stages/report/captions/*.rst, which the HTML report shows too.
 CAPTIONS = "../src/reprsim/stages/report/captions"
-CAPTION_FILES = sorted(glob.glob(os.path.join(workflow.basedir, "src/reprsim/stages/report/captions/*.rst")))
+CAPTION_FILES = sorted(glob.glob(workflow_file("src/reprsim/stages/report/captions/*.rst")))
 # label -> measure, for grouping panels by family; sorted so that reordering the config (or a tool
 # that rewrites it) changes no figure's params and reruns nothing
 FIGURE_MEASURES = {label: config["measures"][label]["measure"] for label in sorted(config["measures"])}

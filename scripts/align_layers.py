@@ -5,6 +5,7 @@ import json
 import torch
 
 from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
 from reprsim.stages.align.layers import align_layers
 
 with tee_to_log(snakemake.log[0]):
@@ -16,5 +17,5 @@ with tee_to_log(snakemake.log[0]):
     for frame in (table, examples):
         frame["dataset"] = snakemake.wildcards.dataset
         frame["model_a"], frame["model_b"] = snakemake.wildcards.model_a, snakemake.wildcards.model_b
-    examples.to_parquet(snakemake.output.rows, index=False)
-    table.to_parquet(snakemake.output.table, index=False)
+    write_parquet(snakemake.output.rows, examples)
+    write_parquet(snakemake.output.table, table)

@@ -2,6 +2,7 @@
 import json
 
 from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
 from reprsim.stages.compare.pairs import compare_pair
 
 with tee_to_log(snakemake.log[0]):
@@ -14,5 +15,5 @@ with tee_to_log(snakemake.log[0]):
         chance=json.loads(snakemake.params.chance),
         intervals=json.loads(snakemake.params.intervals),
     )
-    replicates.to_parquet(snakemake.output.replicates, index=False)
-    table.to_parquet(snakemake.output.table, index=False)
+    write_parquet(snakemake.output.replicates, replicates)
+    write_parquet(snakemake.output.table, table)

@@ -1,9 +1,8 @@
 """Snakemake entry point: the seed papers' claims tested on this configuration's tables (rules/findings.smk)."""
 import json
 
-import pandas as pd
-
 from reprsim.io.logs import tee_to_log
+from reprsim.io.tables import read_tables
 from reprsim.stages.findings.claims import findings
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.table import write_findings
@@ -13,7 +12,7 @@ def read(name):
     """The named input's tables in one, or None when the configuration produces none."""
     files = snakemake.input.get(name, [])
     files = [files] if isinstance(files, str) else list(files)  # a single path comes as a string
-    return pd.concat([pd.read_parquet(path) for path in files], ignore_index=True) if files else None
+    return read_tables(files) if files else None
 
 
 with tee_to_log(snakemake.log[0]):

@@ -5,6 +5,7 @@ import pandas as pd
 import torch
 
 from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
 from reprsim.stages.align.injection import layer_injection
 
 with tee_to_log(snakemake.log[0]):
@@ -20,4 +21,4 @@ with tee_to_log(snakemake.log[0]):
         for source, target in ((a, b), (b, a))
     ], ignore_index=True)
     table["dataset"] = snakemake.wildcards.dataset
-    table.to_parquet(snakemake.output.table, index=False)
+    write_parquet(snakemake.output.table, table)

@@ -4,6 +4,7 @@ import json
 import torch
 
 from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
 from reprsim.stages.align.layers import synthetic_table
 
 with tee_to_log(snakemake.log[0]):
@@ -12,4 +13,4 @@ with tee_to_log(snakemake.log[0]):
     table = synthetic_table(snakemake.input.store, snakemake.params.pooling, list(snakemake.params.layers), aligners,
                             json.loads(snakemake.params.splits), list(snakemake.params.map_seeds))
     table["dataset"], table["model"] = snakemake.wildcards.dataset, snakemake.wildcards.model
-    table.to_parquet(snakemake.output.table, index=False)
+    write_parquet(snakemake.output.table, table)

@@ -5,6 +5,7 @@ import torch
 
 from reprsim.io.device import resolve_device
 from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
 from reprsim.stages.finetune.truncation import truncation
 
 with tee_to_log(snakemake.log[0]):
@@ -14,4 +15,4 @@ with tee_to_log(snakemake.log[0]):
     table = truncation(snakemake.input.model, snakemake.input.base, snakemake.input.dataset, heads=heads,
                        split=snakemake.params.split, batch_size=snakemake.params.batch_size,
                        device=resolve_device(snakemake.params.device))
-    table.to_parquet(snakemake.output.table, index=False)
+    write_parquet(snakemake.output.table, table)

@@ -1,4 +1,4 @@
-"""The `reprsim` command: check a configuration, inspect outputs.
+"""The `reprsim` command: check a configuration, inspect and verify outputs.
 
 The workflow itself runs with `snakemake` (see README); this command is for the
 questions a user asks around it.
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from reprsim.config import SCHEMA_PATH, ConfigError, load_yaml, validate_config
+from reprsim.workflow import paths
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -29,14 +30,17 @@ def _validate(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if path.suffix == ".zarr":
-        from reprsim.io.store import open_store
+        from reprsim.io.integrity import CorruptOutputError
+        from reprsim.io.store import array_names, open_store
 
-        store = open_store(path)
-        arrays = {name: {"shape": list(array.shape), "dtype": str(array.dtype)}
-                  for name, array in store.arrays()}
-        for group_name, group in store.groups():
-            arrays.update({f"{group_name}/{name}": {"shape": list(a.shape), "dtype": str(a.dtype)}
-                           for name, a in group.arrays()})
+        try:
+            store = open_store(path)
+        except CorruptOutputError as error:
+            print(error, file=sys.stderr)
+            return 1
+        arrays = {name: {"shape": list(store[name].shape), "dtype": str(store[name].dtype)}
+                  for name in array_names(store)}
+        # attrs hold "truncated": per split, the examples longer than extraction.max_length tokens
         print(json.dumps({"arrays": arrays, "attrs": dict(store.attrs)}, indent=2, default=str))
         return 0
     meta = path / "meta.json"
@@ -45,6 +49,31 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
     print(f"{path}: neither an activation store (*.zarr) nor a directory with meta.json", file=sys.stderr)
     return 2
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from reprsim.io.verify import remove_temporaries, verify_results
+
+    try:
+        found = verify_results(args.results)
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 2
+    for problem in found.problems:
+        print(problem)
+    temporaries = found.temporaries
+    if args.clean:
+        removed, temporaries = remove_temporaries(temporaries)
+        for path in removed:
+            print(f"{path}: leftover temporary removed")
+    for path in temporaries:
+        print(f"{path}: leftover temporary of an interrupted write"
+              + ("; kept: its writer still runs" if args.clean else
+                 "; delete it when no workflow runs (reprsim verify --clean)"))
+    checked = ", ".join(f"{count} {kind}(s)" for kind, count in found.checked.items()) or "no outputs"
+    print(f"verify {args.results}: checked {checked}; {len(found.problems)} problem(s), "
+          f"{len(temporaries)} leftover temporary file(s)")
+    return 1 if found.problems or temporaries else 0
 
 
 def _parse_param(text: str) -> tuple[str, object]:
@@ -82,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     inspect = commands.add_parser("inspect", help="summarise an activation store, model or dataset directory")
     inspect.add_argument("path")
     inspect.set_defaults(run=_inspect)
+    verify = commands.add_parser("verify", help="check every output of a results tree: files readable, "
+                                 "recorded checksums, no leftover temporaries (exit 1 on any problem)")
+    verify.add_argument("results", nargs="?", default=paths.RESULTS,
+                        help=f"results directory (default: {paths.RESULTS})")
+    verify.add_argument("--clean", action="store_true",
+                        help="delete leftover temporaries (run it when no workflow runs)")
+    verify.set_defaults(run=_verify)
     metric = commands.add_parser("metric", help="one similarity measure between two (n, d) .npy arrays, as JSON")
     metric.add_argument("name", help="measure name, e.g. cka, svcca, pwcca, procrustes")
     metric.add_argument("x", help="X.npy, shape (n, d1)")

@@ -1,1 +1,2 @@
-"""Input and output shared by every stage: activation stores, dataset tables, atomic writes, provenance, logs, devices."""
+"""Input and output shared by every stage: activation stores, dataset and result tables, model directories'
+files, atomic writes, provenance and checksums, integrity errors and `reprsim verify`, logs, devices."""

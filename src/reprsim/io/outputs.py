@@ -3,19 +3,43 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+
+def temporary_sibling(path: Path) -> Path:
+    """Where `path` is written before it is renamed into place, after removing the temporaries a
+    killed writer left (a job killed by SIGKILL cannot clean up; Snakemake runs one job per output,
+    so no live writer owns them)."""
+    for stale in path.parent.glob(glob.escape(path.name) + ".tmp-*"):
+        shutil.rmtree(stale) if stale.is_dir() and not stale.is_symlink() else stale.unlink(missing_ok=True)
+    return path.with_name(path.name + f".tmp-{os.getpid()}")
 
 
 def write_text(path: str | Path, text: str) -> None:
     """Write a text file atomically: a temporary sibling, renamed into place when complete."""
     path = Path(path)
-    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    tmp = temporary_sibling(path)
     try:
         tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_parquet(path: str | Path, table) -> None:
+    """Write a pandas table to Parquet atomically (temporary file + rename), with page checksums
+    that reprsim.io.tables.read_table verifies: a flipped byte fails instead of reading wrong."""
+    path = Path(path)
+    tmp = temporary_sibling(path)
+    try:
+        table.to_parquet(tmp, index=False, write_page_checksum=True)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -35,9 +59,9 @@ def atomic_directory(out_dir: str | Path) -> Iterator[Path]:
     the temporary is removed, so `out_dir` is either complete or absent.
     """
     out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(out_dir)
+    tmp.mkdir()
     try:
         yield tmp
     except BaseException:

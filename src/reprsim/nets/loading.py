@@ -1,7 +1,13 @@
-"""Loading materialised models and tokenizers, and the facts every model's meta.json records."""
+"""Loading materialised models and tokenizers, and the facts every model's meta.json records.
+
+Weights load from safetensors only (never a pickle) and no model's own code runs
+(trust_remote_code=False). A directory that lacks a file or holds a damaged one fails with
+CorruptOutputError before transformers reads it; a model with NaN or inf weights fails when loaded.
+"""
 
 from __future__ import annotations
 
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +19,33 @@ from transformers import (
     PreTrainedModel,
 )
 
+from reprsim.io.integrity import CorruptOutputError, remake_command
+from reprsim.io.model_files import config_problems, tokenizer_problems, weights_problems
 from reprsim.io.provenance import versions
+
+# what transformers raises on a file it cannot parse (a safetensors file's header is checked before)
+UNREADABLE = (OSError, ValueError)
+
+
+def _require(model_dir: Path, problems: list[tuple[Path, str]]) -> None:
+    if problems:
+        path, problem = problems[0]
+        raise CorruptOutputError(path, problem, model_dir)
+
+
+def open_tokenizer(model_dir: str | Path):
+    """The tokenizer saved in a model directory, as saved."""
+    model_dir = Path(model_dir)
+    _require(model_dir, tokenizer_problems(model_dir))
+    try:
+        return AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
+    except Exception as error:  # tokenizers raises a bare Exception on a damaged tokenizer.json
+        raise CorruptOutputError(model_dir, f"the tokenizer does not load ({type(error).__name__}: {error})") from error
 
 
 def load_tokenizer(model_dir: str | Path):
     """The tokenizer of a materialised model, right-padded and with a pad token."""
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = open_tokenizer(model_dir)
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         # GPT-2 style tokenizers have no pad token; padding positions are masked out anyway
@@ -41,12 +68,40 @@ def describe_model(model: PreTrainedModel) -> dict[str, Any]:
     }
 
 
+def _finite(tensor: torch.Tensor) -> bool:
+    # a finite sum has no NaN or inf in it (one pass, no mask); an infinite one may be overflow: look closer
+    return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
+
+
+@torch.no_grad()
+def check_finite(model: PreTrainedModel, what: str, fix: str) -> None:
+    """Refuse a model with NaN or inf in any parameter or floating buffer, naming them (`what`: the model)."""
+    tensors = chain(model.named_parameters(), model.named_buffers())
+    bad = [name for name, tensor in tensors if tensor.is_floating_point() and not _finite(tensor)]
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise ValueError(f"{what}: non-finite weights (NaN or inf) in {len(bad)} tensor(s): {shown}; {fix}")
+
+
+def _load(auto_class, model_dir: str | Path, device: torch.device, **config) -> PreTrainedModel:
+    model_dir = Path(model_dir)
+    _require(model_dir, config_problems(model_dir) + weights_problems(model_dir))
+    try:
+        model = auto_class.from_pretrained(model_dir, use_safetensors=True, trust_remote_code=False, **config)
+    except UNREADABLE as error:
+        raise CorruptOutputError(model_dir, f"transformers cannot load it ({type(error).__name__}: {error})") from error
+    model = model.to(device).eval()
+    check_finite(model, str(model_dir), "the weights were written so (a fine-tuning that diverged: lower its "
+                 f"learning_rate), or changed since; remake it: {remake_command(model_dir)}")
+    return model
+
+
 def load_encoder(model_dir: str | Path, device: torch.device) -> PreTrainedModel:
     """The encoder (no task head) of a materialised model, in eval mode on `device`."""
-    model = AutoModel.from_pretrained(model_dir)
-    return model.to(device).eval()
+    return _load(AutoModel, model_dir, device)
 
 
-def load_classifier(model_dir: str | Path, device: torch.device):
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    return model.to(device).eval()
+def load_classifier(model_dir: str | Path, device: torch.device, **config):
+    """The model with a sequence-classification head, in eval mode on `device`; `config` overrides
+    config fields (num_labels, pad_token_id: a base model given a new head, initialised from torch's RNG)."""
+    return _load(AutoModelForSequenceClassification, model_dir, device, **config)

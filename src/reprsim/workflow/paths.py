@@ -7,6 +7,8 @@ Torch-free: the rules import this whenever the DAG is built.
 
 from __future__ import annotations
 
+import re
+
 RESULTS = "results"
 
 DATASET = "results/datasets/{dataset}"
@@ -59,3 +61,48 @@ def log(template: str) -> str:
     for suffix in (".parquet", ".png", ".zarr", ".html"):
         relative = relative.removesuffix(suffix)
     return f"{RESULTS}/logs/{relative}.log"
+
+
+# The rule(s) that write each output (rules/*.smk; tests/unit/test_integrity.py checks the two agree).
+# `reprsim verify` names them; a job's own errors do not, so no job's code depends on this table.
+MADE_BY = {
+    DATASET: "prepare_dataset",
+    MODEL: "materialize_model or finetune_model",
+    STORE: "extract_activations",
+    PAIR_TABLE: "compare_pair", PAIR_RESAMPLES: "compare_pair", PAIR_HEATMAP: "pair_heatmap",
+    PAIRS: "aggregate_pairs", PAIR_RESAMPLES_ALL: "aggregate_pairs", PAIR_SUMMARY: "aggregate_pairs",
+    MODEL_DISTANCES: "model_distances", LOCALIZATION: "localization_scores",
+    MODEL_DISTANCE_FIGURE: "model_distance_figure", LOCALIZATION_FIGURE: "localization_figure",
+    TRUNCATION_TABLE: "truncation", TRUNCATION_FIGURE: "truncation_figure",
+    SKIP_TABLE: "skip", SKIP_FIGURE: "skip_figure",
+    LAYER_VIEWS_TABLE: "layer_views", LAYER_BLOCKS_TABLE: "layer_views", LAYER_VIEWS_FIGURE: "layer_views_figure",
+    ALIGNER_TABLE: "align_layers", ALIGNER_ROWS: "align_layers", ALIGNER_FIGURE: "aligner_figure",
+    SYNTHETIC_TABLE: "synthetic_recovery", INJECTION_TABLE: "layer_injection",
+    FINDINGS: "findings", FINDINGS_CSV: "findings",
+    MODEL_SUMMARY_FIGURE: "model_summary_figure",
+    REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
+}
+
+
+def _pattern(template: str) -> re.Pattern:
+    """`template` as a regular expression over a path's end: each wildcard one path component."""
+    parts = re.split(r"\{\w+\}", template)
+    return re.compile("(?:^|/)(" + "[^/]+".join(map(re.escape, parts)) + ")$")
+
+
+# most literal characters first: the resamples table before the pair table it also matches
+_PATTERNS = sorted(((template, _pattern(template)) for template in MADE_BY),
+                   key=lambda item: -len(re.sub(r"\{\w+\}", "", item[0])))
+
+
+def made_by(path: str) -> tuple[str, str] | None:
+    """(the output as the workflow names it, e.g. results/models/m, and the rule that writes it) for `path`,
+    an output or a file inside a directory output, written with any prefix before results/; None for
+    anything else."""
+    candidate = path.replace("\\", "/").rstrip("/")
+    while candidate:
+        for template, pattern in _PATTERNS:
+            if match := pattern.search(candidate):
+                return match.group(1), MADE_BY[template]
+        candidate = candidate.rpartition("/")[0]
+    return None

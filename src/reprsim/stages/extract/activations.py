@@ -13,12 +13,15 @@ Store layout (layer 0 = embeddings, layer l = output of block l):
     examples/label          (n_examples,)
 
 The store is written under a temporary name and renamed into place when
-complete, so an interrupted job never leaves a store that looks finished.
+complete, so an interrupted job never leaves a store that looks finished. Every chunk
+carries a CRC32C and attrs["checksums"] the sha256 of every array (:mod:`reprsim.io.store`);
+attrs["truncated"] counts, per split, the examples longer than max_length tokens.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +35,15 @@ from reprsim.io.device import describe
 from reprsim.io.logs import progress
 from reprsim.io.outputs import atomic_directory
 from reprsim.io.provenance import versions
+from reprsim.io.store import CHECKSUMS, COMPRESSORS, array_checksums
 from reprsim.nets.loading import load_encoder, load_tokenizer, n_layers
 
 POOLINGS = ("mean", "cls", "last")
 STORAGE_DTYPES = ("float16", "float32")
+
+
+class TruncationWarning(UserWarning):
+    """Examples longer than extraction.max_length tokens: their activations cover only their start."""
 
 
 class _BlockWriter:
@@ -99,6 +107,16 @@ def tokenize(tokenizer, examples: pd.DataFrame, max_length: int) -> tuple[list[l
     return ids, word_ids
 
 
+def truncated_per_split(tokenizer, examples: pd.DataFrame, splits: list[str], max_length: int) -> dict[str, int]:
+    """How many examples of each split have more than `max_length` tokens (special tokens included),
+    so were cut by `tokenize`; a second tokenisation without truncation, cheap beside the forward passes."""
+    texts = examples["text"].tolist()
+    pairs = examples["text_pair"].tolist() if examples["text_pair"].notna().any() else None
+    full = tokenizer(texts, pairs, truncation=False, verbose=False)["input_ids"]  # verbose: no over-length warning
+    cut = np.array([len(row) > max_length for row in full])
+    return {split: int(cut[examples["split"].to_numpy() == code].sum()) for code, split in enumerate(splits)}
+
+
 def pool(hidden: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """Pooled views of hidden states (layers, batch, tokens, d) under attention mask (batch, tokens)."""
     weights = mask.to(hidden.dtype)[None, :, :, None]
@@ -142,6 +160,13 @@ def extract_activations(
     max_length = min(max_length, max_positions)
     examples = collect_examples(dataset_dir, splits, max_examples)
     ids, word_ids = tokenize(tokenizer, examples, max_length)
+    truncated = truncated_per_split(tokenizer, examples, splits, max_length)
+    split_sizes = {s: int((examples["split"] == i).sum()) for i, s in enumerate(splits)}
+    if any(truncated.values()):
+        counts = ", ".join(f"{n} of {split_sizes[split]} {split}" for split, n in truncated.items() if n)
+        warnings.warn(f"{model_dir} on {dataset_dir}: {counts} examples are longer than max_length {max_length} "
+                      "tokens and were truncated; raise extraction.max_length to keep them whole",
+                      TruncationWarning, stacklevel=2)
     lengths = np.array([len(row) for row in ids], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
 
@@ -150,8 +175,10 @@ def extract_activations(
                              poolings=poolings, tokens=tokens, batch_size=batch_size, chunk_rows=chunk_rows,
                              chunk_tokens=chunk_tokens, desc=f"extract {out_path.stem}")
         attrs.update({
+            CHECKSUMS: array_checksums(tmp),  # the arrays are complete: nothing writes them after this
+            "truncated": truncated,
             "split_names": list(splits),
-            "split_sizes": {s: int((examples["split"] == i).sum()) for i, s in enumerate(splits)},
+            "split_sizes": split_sizes,
             "max_length": int(max_length),
             "batch_size": int(batch_size),
             "tokenizer": type(tokenizer).__name__,
@@ -171,7 +198,8 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
     pooled_group = root.create_group("pooled")
     writers = {
         name: _BlockWriter(
-            pooled_group.create_array(name, shape=(layers, n, width), chunks=(1, min(chunk_rows, n), width), dtype=dtype),
+            pooled_group.create_array(name, shape=(layers, n, width), chunks=(1, min(chunk_rows, n), width),
+                                      dtype=dtype, compressors=COMPRESSORS),
             chunk_rows,
         )
         for name in poolings
@@ -181,7 +209,8 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
         n_tokens = int(offsets[-1])
         token_writer = _BlockWriter(
             token_group.create_array(
-                "hidden", shape=(layers, n_tokens, width), chunks=(1, min(chunk_tokens, n_tokens), width), dtype=dtype
+                "hidden", shape=(layers, n_tokens, width), chunks=(1, min(chunk_tokens, n_tokens), width), dtype=dtype,
+                compressors=COMPRESSORS,
             ),
             chunk_tokens,
         )
@@ -190,11 +219,12 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
             ("input_ids", np.concatenate([np.asarray(r, dtype=np.int64) for r in ids])),
             ("word_ids", np.concatenate([np.asarray(r, dtype=np.int64) for r in word_ids])),
         ):
-            token_group.create_array(name, shape=values.shape, chunks=(max(1, min(len(values), 1 << 20)),), dtype="int64")[:] = values
+            token_group.create_array(name, shape=values.shape, chunks=(max(1, min(len(values), 1 << 20)),), dtype="int64",
+                                     compressors=COMPRESSORS)[:] = values
     example_group = root.create_group("examples")
     for name in ("split", "row", "label"):
         values = examples[name].to_numpy(dtype=np.int64)
-        example_group.create_array(name, shape=(n,), chunks=(n,), dtype="int64")[:] = values
+        example_group.create_array(name, shape=(n,), chunks=(n,), dtype="int64", compressors=COMPRESSORS)[:] = values
 
     started = time.perf_counter()
     bar = progress(total=n, unit="ex", desc=desc)

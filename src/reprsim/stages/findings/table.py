@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from reprsim.io.outputs import write_text
+from reprsim.io.outputs import write_parquet, write_text
 
 # The contract's columns (docs/numerics.md, Findings), then where the row's numbers come from.
 COLUMNS = ["claim_id", "claim", "source", "statistic", "models", "measure", "estimate", "ci_low", "ci_high",
@@ -89,12 +88,5 @@ def findings_frame(rows: list[dict]) -> pd.DataFrame:
 
 def write_findings(table: pd.DataFrame, parquet_path: str | Path, csv_path: str | Path) -> None:
     """Both files atomically (a temporary sibling, renamed when complete), the same rows in both."""
-    parquet_path = Path(parquet_path)
-    tmp = parquet_path.with_name(parquet_path.name + f".tmp-{os.getpid()}")
-    try:
-        table.to_parquet(tmp, index=False)
-        os.replace(tmp, parquet_path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_parquet(parquet_path, table)
     write_text(csv_path, table.to_csv(index=False))

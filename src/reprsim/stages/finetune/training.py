@@ -14,16 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from transformers import (
-    AutoModelForSequenceClassification,
-    get_linear_schedule_with_warmup,
-)
+from transformers import get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
 from reprsim.io.outputs import atomic_directory, write_json
-from reprsim.io.provenance import hash_directory
+from reprsim.io.provenance import file_checksums, hash_directory
 from reprsim.nets.classifiers import (
     embedding_modules,
     encode_rows,
@@ -31,7 +28,7 @@ from reprsim.nets.classifiers import (
     tokenize_rows,
     transformer_blocks,
 )
-from reprsim.nets.loading import describe_model, load_tokenizer
+from reprsim.nets.loading import describe_model, load_classifier, load_tokenizer
 from reprsim.workflow.plan import training_steps
 
 
@@ -102,9 +99,7 @@ def finetune_model(
         raise ValueError(f"{name}: the train split has {len(train)} examples, fewer than batch_size {batch_size}")
     tokenizer = load_tokenizer(base_dir)
     torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        base_dir, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id
-    ).to(device)
+    model = load_classifier(base_dir, device, num_labels=dataset_meta["n_labels"], pad_token_id=tokenizer.pad_token_id)
     frozen = freeze(model, spec.get("freeze"))
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=float(spec["learning_rate"]),
@@ -161,6 +156,7 @@ def finetune_model(
             "train_seconds": round(seconds, 2),
             "device": describe(device),
             "content_hash": hash_directory(tmp, skip=("meta.json", "training_log.csv")),
+            "checksums": file_checksums(tmp),  # per file, so that `reprsim verify` names a damaged one
         }
         write_json(tmp / "meta.json", meta)
     return meta

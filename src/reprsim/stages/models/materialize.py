@@ -4,6 +4,9 @@ Sources: `hf` (hub id), `local` (a directory), `package` (a model directory
 shipped inside an installed Python package), `init` (random initialisation of a
 transformers architecture from a config dict and a seed). Fine-tuned models are
 built by :mod:`reprsim.stages.finetune.training` and land in the same layout.
+
+Whatever the source, weights load from safetensors only (no pickle), no model code
+runs (trust_remote_code=False), and a model with NaN or inf weights is refused.
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
+from reprsim.io.model_files import model_problems
 from reprsim.io.outputs import atomic_directory, write_json
-from reprsim.io.provenance import hash_directory
-from reprsim.nets.loading import describe_model
+from reprsim.io.provenance import file_checksums, hash_directory
+from reprsim.nets.loading import check_finite, describe_model, open_tokenizer
+
+# loading a source: safetensors weights only, and never code shipped with a model
+SAFE = {"use_safetensors": True, "trust_remote_code": False}
 
 
 def locate_package_model(package: str, subdir: str | None = None) -> Path:
@@ -53,11 +60,24 @@ def init_model(architecture: str, overrides: dict, tokenizer, seed: int) -> PreT
     return AutoModel.from_config(config)
 
 
+def _check_source_dir(name: str, origin: Path) -> None:
+    """A source directory holds config.json, safetensors weights and a tokenizer, or the error says what to do."""
+    problems = model_problems(origin)
+    if problems:
+        path, problem = problems[0]
+        raise FileNotFoundError(
+            f"models.{name}: {path}: {problem}; save both the model and its tokenizer into {origin}: "
+            f"model.save_pretrained({str(origin)!r}) and tokenizer.save_pretrained({str(origin)!r}) "
+            "(save_pretrained writes safetensors weights)"
+        )
+
+
 def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
     with atomic_directory(out_dir) as tmp:
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp)  # safetensors (transformers' default; the only format transformers 5 writes)
         tokenizer.save_pretrained(tmp)
-        meta = {**meta, **describe_model(model), "content_hash": hash_directory(tmp)}
+        # per-file checksums let `reprsim verify` name a damaged file; content_hash identifies the model
+        meta = {**meta, **describe_model(model), "content_hash": hash_directory(tmp), "checksums": file_checksums(tmp)}
         write_json(tmp / "meta.json", meta)
     return meta
 
@@ -69,27 +89,25 @@ def materialize_model(
     source = spec["source"]
     meta: dict[str, Any] = {"name": name, "source": source, "spec": spec, "seed": None, "parent": None}
     if source in ("local", "package", "hf"):
-        if source == "local":
-            origin = Path(spec["path"])
-            if not (origin / "config.json").is_file():
-                raise FileNotFoundError(f"models.{name}.path: {origin} is not a save_pretrained directory (no config.json)")
-            kwargs = {}
-        elif source == "package":
-            origin = locate_package_model(spec["package"], spec.get("subdir"))
-            kwargs = {}
-        else:
+        if source == "hf":
             origin, kwargs = spec["id"], {"revision": spec.get("revision")}
+        else:
+            origin = Path(spec["path"]) if source == "local" else locate_package_model(spec["package"], spec.get("subdir"))
+            _check_source_dir(name, origin)
+            kwargs = {}
         meta["origin"] = str(origin)
-        model = AutoModel.from_pretrained(origin, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(origin, **kwargs)
+        model = AutoModel.from_pretrained(origin, **SAFE, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(origin, trust_remote_code=False, **kwargs)
     elif source == "init":
         if tokenizer_dir is None:
             raise ValueError(f"model {name!r} (source init) needs the directory of its tokenizer model")
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        tokenizer = open_tokenizer(tokenizer_dir)
         model = init_model(spec["architecture"], spec.get("config", {}), tokenizer, int(spec["seed"]))
         meta.update(seed=int(spec["seed"]), tokenizer_from=spec["tokenizer"])
     else:
         raise ValueError(f"materialize_model cannot build source {source!r}; fine-tuned models come from the finetune stage")
+    check_finite(model, f"model {name!r} ({meta.get('origin', source)})", "its weights are broken: use another "
+                 "checkpoint or revision")
     return _save(model, tokenizer, Path(out_dir), meta)
 
 

@@ -9,16 +9,18 @@ colour scale (0 to 1).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from reprsim.layers import matching_layer  # noqa: E402
+from reprsim.io.outputs import temporary_sibling
+from reprsim.layers import matching_layer
 
 Tables = dict[str, pd.DataFrame]
 
@@ -36,9 +38,16 @@ CHANCE_NOTE = "hatched: interval does not exclude chance"
 
 
 def _save(fig, out_path: str | Path) -> None:
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    """PNG through a temporary sibling, renamed when complete (a killed job leaves no half image)."""
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(out_path)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", format=out_path.suffix.lstrip(".") or "png")
+        os.replace(tmp, out_path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(fig)
 
 
 def _colour_range(kind: str, measure: str) -> tuple[float, float]:

@@ -32,6 +32,7 @@ from reprsim.io.datasets import read_meta
 from reprsim.io.outputs import write_text
 from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
+from reprsim.io.tables import read_table, read_tables
 
 Paths = tuple[str, ...]
 PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "pages")
@@ -154,10 +155,6 @@ def _short(digest: str | None) -> str:
     return digest[:12] if digest else "–"
 
 
-def _read_all(paths: Iterable[str]) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
-
-
 def _pair_parts(path: str) -> tuple[str, str, str, str]:
     """(representation, dataset, model_a, model_b) of a per-pair path .../{representation}/{dataset}/{a}__{b}.png."""
     path = Path(path)
@@ -201,7 +198,7 @@ def _rows_compared(inputs: ReportInputs) -> str:
     """'n = 872 rows' of the similarity split, as the pair summary records it."""
     if not inputs.pair_summary:
         return ""
-    summary = _read_all(inputs.pair_summary)
+    summary = read_tables(inputs.pair_summary)
     if "n" not in summary or summary.empty:
         return ""
     counts = sorted({int(n) for n in summary["n"].dropna()})
@@ -291,7 +288,7 @@ def header(inputs: ReportInputs) -> list[str]:
     parts = [f"<h1>{html.escape(inputs.title)}</h1>"]
     metas = [read_meta(d) for d in inputs.models]
     datasets = [read_meta(d) for d in inputs.datasets]
-    summary = _read_all(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
+    summary = read_tables(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
     where = [f"<b>{html.escape(d['name'])}</b> ({len(d['label_names'])} classes: "
              f"{html.escape(', '.join(map(str, d['label_names'])))})" for d in datasets]
     sizes = sorted({d["sizes"][inputs.split] for d in datasets if d["sizes"].get(inputs.split)})
@@ -344,7 +341,7 @@ def findings(inputs: ReportInputs) -> list[str]:
     """The findings table: each claim's verdict first, its estimate with interval against its reference."""
     if not inputs.findings:
         return []
-    table = _read_all(inputs.findings)
+    table = read_tables(inputs.findings)
     counts = table["verdict"].value_counts() if not table.empty else pd.Series(dtype=int)
     tally = " · ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
     parts = ["<h2 id='findings'>Findings</h2>", *_paragraphs("findings")]
@@ -392,7 +389,7 @@ def model_summary(inputs: ReportInputs) -> list[str]:
     """The model × model summary figure per dataset and representation, with n and the chance levels quoted."""
     if not inputs.model_summary_figures:
         return []
-    summary = _read_all(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
+    summary = read_tables(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
     parts = ["<h2 id='summary'>Model × model summary per measure family</h2>",
              *_paragraphs("model_summary")]
     for path in inputs.model_summary_figures:
@@ -448,7 +445,7 @@ def model_distance(inputs: ReportInputs) -> list[str]:
                   for p in inputs.model_distance_figure]
     if inputs.model_distances:
         parts += [f"<p class='caption'>Model distance [{inputs.confidence:.0%} interval] (radians):</p>",
-                  *_distance_matrices(_read_all(inputs.model_distances))]
+                  *_distance_matrices(read_tables(inputs.model_distances))]
     return parts
 
 
@@ -482,7 +479,7 @@ def pair_details(inputs: ReportInputs) -> list[str]:
                  f"{html.escape(_pair_parts(p)[3])}</a>" for p in inputs.heatmaps]
         parts.append(f"<nav class='pairs'><b>Pairs:</b> {' · '.join(links)}</nav>")
     if inputs.pair_summary:
-        summary = _read_all(inputs.pair_summary)
+        summary = read_tables(inputs.pair_summary)
         if not summary.empty:
             parts += ["<h2 id='pair-summary'>Summary per model pair (mean over matching layers)</h2>",
                       *_paragraphs("pair_summary"),
@@ -536,7 +533,7 @@ def _majority(inputs: ReportInputs) -> dict[str, float]:
     """The majority-class score (the chance baseline) per fine-tuned model, from its truncation table."""
     if not inputs.truncation_tables:
         return {}
-    scores = _task_metric_rows(_read_all(inputs.truncation_tables), "model", inputs.task_metrics)
+    scores = _task_metric_rows(read_tables(inputs.truncation_tables), "model", inputs.task_metrics)
     majority = scores[scores["mode"] == "MAJORITY"]
     return dict(zip(majority["model"], majority["value"]))
 
@@ -545,7 +542,7 @@ def _n_of(paths: Iterable[str]) -> dict[str, str]:
     """'n = 500 validation rows' per model, from its per-model tables (split, n columns)."""
     found = {}
     for model, path in _by_model(paths).items():
-        table = pd.read_parquet(path, columns=None)
+        table = read_table(path)
         if {"n", "split"} <= set(table.columns) and not table.empty:
             found[model] = f"n = {int(table['n'].iloc[0]):,} {table['split'].iloc[0]} rows"
     return found
@@ -586,9 +583,9 @@ def finetuned(inputs: ReportInputs) -> list[str]:
                   "</div>"]
     if inputs.layer_blocks:
         parts += ["<h2 id='blocks'>Block structure</h2>", *_paragraphs("layer_blocks"),
-                  _table(_read_all(inputs.layer_blocks))]
+                  _table(read_tables(inputs.layer_blocks))]
     if inputs.truncation_tables:
-        scores = _task_metric_rows(_read_all(inputs.truncation_tables), "model", inputs.task_metrics)
+        scores = _task_metric_rows(read_tables(inputs.truncation_tables), "model", inputs.task_metrics)
         wide = scores.pivot_table(index=["model", "metric", "mode"], columns="layer", values="value")
         wide.columns = ["majority" if layer < 0 else f"layer {layer}" for layer in wide.columns]
         parts += ["<h2 id='truncation-scores'>Truncation scores</h2>", _table(wide.reset_index())]
@@ -602,7 +599,7 @@ def aligners(inputs: ReportInputs) -> list[str]:
         return []
     parts = []
     if inputs.synthetic_tables:
-        synthetic = _read_all(inputs.synthetic_tables)
+        synthetic = read_tables(inputs.synthetic_tables)
         synthetic = synthetic[synthetic["role"] == "score"] if "role" in synthetic else synthetic
         wide = synthetic.pivot_table(index=["dataset", "model", "layer", "map_seed"], columns="aligner",
                                      values="rel_error", sort=False)
@@ -612,7 +609,7 @@ def aligners(inputs: ReportInputs) -> list[str]:
     if inputs.aligner_tables or inputs.aligner_figures:
         parts.append("<h2 id='between-models'>Aligners between models (Table 4)</h2>")
     if inputs.aligner_tables:
-        scored = _read_all(inputs.aligner_tables)
+        scored = read_tables(inputs.aligner_tables)
         scored = scored[scored["role"] == "score"]
         wide = scored.pivot_table(index=["dataset", "model_a", "model_b", "direction", "split"], columns="aligner",
                                   values="rel_error", aggfunc="mean", sort=False)
@@ -624,13 +621,13 @@ def aligners(inputs: ReportInputs) -> list[str]:
         for path in inputs.aligner_figures:
             n = ""
             if Path(path).stem in tables:
-                scored = pd.read_parquet(tables[Path(path).stem])
+                scored = read_table(tables[Path(path).stem])
                 scored = scored[scored["role"] == "score"]
                 n = f"; n = {int(scored['n'].iloc[0]):,} {scored['split'].iloc[0]} rows" if not scored.empty else ""
             parts.append(_image(path, f"{_pair_label(path)}{n}; no chance level is computed for aligner errors "
                                       "(0 = an exact map).", wide=True))
     if inputs.injection_tables:
-        injected = _read_all(inputs.injection_tables)
+        injected = read_tables(inputs.injection_tables)
         wide = _task_metric_rows(injected, "target", inputs.task_metrics).pivot_table(
             index=["dataset", "source", "target", "metric"], columns="method", values="value", sort=False)
         wide.columns.name = None
