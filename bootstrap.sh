@@ -3,6 +3,7 @@
 #   ./bootstrap.sh run  [snakemake args]   the default experiment -> results/report/index.html
 #   ./bootstrap.sh test                    the fast test tier: tests/unit and tests/stage
 #   ./bootstrap.sh test [pytest args]      pytest with these arguments, e.g. tests/workflow tests/cluster
+#                                          (without a test path: the fast tier with them, e.g. -k cka)
 # PyTorch: an existing installation (CPU or CUDA) is reused; where none is present the
 # CPU build torch==2.13.0 is installed. Set REPRSIM_TORCH_INDEX to a pip index URL that
 # serves CPU wheels if your default index would give you a CUDA build.
@@ -42,7 +43,10 @@ command=${1:-}
 shift || true
 case "$command" in
     run)  exec "$venv/bin/snakemake" --cores "${CORES:-2}" "$@" ;;
-    test) [ $# -gt 0 ] || set -- tests/unit tests/stage --durations=15
+    test) # no test path among the arguments (e.g. `-k cka`): the fast tier, filtered by them
+          named=no
+          for arg in "$@"; do [ -e "${arg%%::*}" ] && named=yes; done
+          [ "$named" = yes ] || set -- tests/unit tests/stage --durations=15 "$@"
           HF_HUB_OFFLINE=1 exec "$py" -m pytest "$@" ;;
     *)    echo "usage: ./bootstrap.sh run|test [args...]" >&2; exit 2 ;;
 esac
