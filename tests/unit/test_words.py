@@ -234,28 +234,22 @@ def byte_bpe():
     """A byte-level BPE with 500 tokens trained on 300 sentences of the shipped SST-2 sample."""
     from importlib.resources import files
 
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from reprsim.nets.tokenizers import train_byte_bpe
 
     sample = files("reprsim.stages.data").joinpath("samples/sst2/train.tsv").read_text().splitlines()[1:301]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<s>", "</s>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator([line.split("\t")[0] for line in sample], trainer)
-    bpe.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1", special_tokens=[("<s>", 0), ("</s>", 1)])
-    return bpe
+    return train_byte_bpe([line.split("\t")[0] for line in sample], vocab_size=500)
+
+
+def _words(tokenizer, text, text_pair, spans):
+    encoded = tokenizer(text, text_pair, return_offsets_mapping=True, return_special_tokens_mask=True)
+    return token_words(encoded["offset_mapping"], spans, encoded.sequence_ids()), \
+        np.array(encoded["special_tokens_mask"], bool)
 
 
 def _both(wordpiece, byte_bpe, text, text_pair=None):
     spans = segment_pair(text, text_pair)
-    e = wordpiece(text, text_pair, return_offsets_mapping=True)
-    a = token_words(e["offset_mapping"], spans, e.sequence_ids())
-    b_enc = byte_bpe.encode(text, text_pair) if text_pair is not None else byte_bpe.encode(text)
-    b = token_words(b_enc.offsets, spans, b_enc.sequence_ids)
-    specials_a = np.array(e["special_tokens_mask"] if "special_tokens_mask" in e else
-                          wordpiece.get_special_tokens_mask(e["input_ids"], already_has_special_tokens=True), bool)
-    specials_b = np.array(b_enc.special_tokens_mask, bool)
+    a, specials_a = _words(wordpiece, text, text_pair, spans)
+    b, specials_b = _words(byte_bpe, text, text_pair, spans)
     return spans, a, b, specials_a, specials_b
 
 
