@@ -21,29 +21,30 @@ def temporary_sibling(path: Path) -> Path:
     return path.with_name(path.name + f".tmp-{os.getpid()}")
 
 
-def write_text(path: str | Path, text: str) -> None:
-    """Write a text file atomically: a temporary sibling, renamed into place when complete."""
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling of `path` to write; it replaces `path` when the block completes
+    and is removed when it raises (or is interrupted), so `path` is either complete or absent."""
     path = Path(path)
     tmp = temporary_sibling(path)
     try:
-        tmp.write_text(text, encoding="utf-8")
+        yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write a text file atomically: a temporary sibling, renamed into place when complete."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_parquet(path: str | Path, table) -> None:
     """Write a pandas table to Parquet atomically (temporary file + rename), with page checksums
     that reprsim.io.tables.read_table verifies: a flipped byte fails instead of reading wrong."""
-    path = Path(path)
-    tmp = temporary_sibling(path)
-    try:
+    with atomic_file(path) as tmp:
         table.to_parquet(tmp, index=False, write_page_checksum=True)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: str | Path, payload: Any) -> None:

@@ -9,7 +9,6 @@ colour scale (0 to 1).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
@@ -19,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reprsim.io.outputs import temporary_sibling
+from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
 
 Tables = dict[str, pd.DataFrame]
@@ -41,12 +40,10 @@ def _save(fig, out_path: str | Path) -> None:
     """PNG through a temporary sibling, renamed when complete (a killed job leaves no half image)."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_sibling(out_path)
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", format=out_path.suffix.lstrip(".") or "png")
-        os.replace(tmp, out_path)
+        with atomic_file(out_path) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format=out_path.suffix.lstrip(".") or "png")
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)
 
 
