@@ -21,6 +21,10 @@ def _content(directory: Path, skip: tuple[str, ...]) -> list[Path]:
     return sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in (*skip, SNAKEMAKE_MARKER))
 
 
+# what a fine-tuned model's content_hash leaves out: its meta and its training log, which times things
+FINETUNE_UNHASHED = ("meta.json", "training_log.csv")
+
+
 def hash_directory(directory: str | Path, skip: tuple[str, ...] = ("meta.json",)) -> str:
     """sha256 over the names and bytes of every file under `directory` (sorted)."""
     directory = Path(directory)

@@ -19,15 +19,13 @@ from pathlib import Path
 from reprsim.io.datasets import read_meta
 from reprsim.io.integrity import CorruptOutputError
 from reprsim.io.model_files import model_problems
-from reprsim.io.provenance import file_sha256, hash_directory
+from reprsim.io.provenance import FINETUNE_UNHASHED, file_sha256, hash_directory
 from reprsim.io.store import verify_store
 from reprsim.io.tables import read_table
 from reprsim.workflow import paths
 
 # io.outputs writes `<name>.tmp-<pid>` and renames it into place when complete
 TEMPORARY = re.compile(r"\.tmp-(\d+)$")
-# what a model's content_hash leaves out (the fine-tuning stage also leaves out its training log)
-UNHASHED = ("meta.json", "training_log.csv")
 
 
 @dataclass
@@ -90,7 +88,7 @@ def check_model(directory: Path) -> list[CorruptOutputError]:
     if "checksums" in meta:  # materialised models: the damaged file can be named (once)
         reported = {problem.path for problem in problems}
         return problems + [p for p in _checksum_problems(directory, meta["checksums"]) if p.path not in reported]
-    if "content_hash" in meta and hash_directory(directory, skip=UNHASHED) != meta["content_hash"]:
+    if "content_hash" in meta and hash_directory(directory, skip=FINETUNE_UNHASHED) != meta["content_hash"]:
         problems.append(CorruptOutputError(directory, "content differs from meta.json content_hash (a file was "
                                            "damaged or changed since it was written)", directory))
     return problems

@@ -20,7 +20,7 @@ from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
 from reprsim.io.outputs import atomic_directory, write_json
-from reprsim.io.provenance import file_checksums, hash_directory
+from reprsim.io.provenance import FINETUNE_UNHASHED, file_checksums, hash_directory
 from reprsim.nets.classifiers import (
     embedding_modules,
     encode_rows,
@@ -155,7 +155,7 @@ def finetune_model(
             "final_loss": log[-1]["loss"],
             "train_seconds": round(seconds, 2),
             "device": describe(device),
-            "content_hash": hash_directory(tmp, skip=("meta.json", "training_log.csv")),
+            "content_hash": hash_directory(tmp, skip=FINETUNE_UNHASHED),
             "checksums": file_checksums(tmp),  # per file, so that `reprsim verify` names a damaged one
         }
         write_json(tmp / "meta.json", meta)
