@@ -83,6 +83,18 @@ def per_pair(template, representations, datasets, pairs):
             for r in representations for d in datasets for a, b in pairs]
 
 
+# The pairs each representation compares: every pair (self pairs too), except that similarity.word.pairs may
+# name fewer for word level (its pair jobs cost more: n words instead of n sentences).
+WORD_PAIRS = config["similarity"]["word"]["pairs"]
+PAIRS_OF = {r: sorted({tuple(sorted(pair)) for pair in WORD_PAIRS}) if r == "word" and WORD_PAIRS is not None
+            else PAIRS for r in REPRESENTATIONS}
+
+
+def per_compared_pair(template):
+    """`template` for every representation, extracted dataset and pair that representation compares."""
+    return [path for r in REPRESENTATIONS for path in per_pair(template, [r], EXTRACT_ON, PAIRS_OF[r])]
+
+
 def aligner_specs():
     """label -> (aligner name, params), as reprsim.aligners takes them."""
     return {label: (spec["aligner"], spec["params"]) for label, spec in ALIGN["aligners"].items()}
@@ -107,7 +119,7 @@ TARGETS = {
     "pair_summary": paths.PAIR_SUMMARY,
     "model_summary_figures": [paths.MODEL_SUMMARY_FIGURE.format(representation=r, dataset=d)
                               for r in REPRESENTATIONS for d in EXTRACT_ON],
-    "heatmaps": per_pair(paths.PAIR_HEATMAP, REPRESENTATIONS, EXTRACT_ON, PAIRS),
+    "heatmaps": per_compared_pair(paths.PAIR_HEATMAP),
     "model_distances": [paths.MODEL_DISTANCES] if DISTANCES else [],
     "model_distance_figure": [paths.MODEL_DISTANCE_FIGURE] if DISTANCES else [],
     "localization": [paths.LOCALIZATION] if LOCALIZATION else [],
@@ -126,6 +138,34 @@ TARGETS = {
     "injection_tables": [paths.INJECTION_TABLE.format(dataset=config["models"][a]["dataset"], model_a=a, model_b=b)
                          for a, b in INJECTION_PAIRS],
 }
+
+
+# Token-level minibatch CKA (similarity.tokens): each configured pair once, names sorted, on every extracted
+# dataset.
+TOKEN_PAIRS = sorted({tuple(sorted(pair)) for pair in config["similarity"]["tokens"]["pairs"]}
+                     ) if config["similarity"].get("tokens") else []
+TOKEN_TABLES = [paths.TOKEN_TABLE.format(dataset=d, model_a=a, model_b=b) for d in EXTRACT_ON for a, b in TOKEN_PAIRS]
+TARGETS["token_tables"] = [paths.TOKEN_TABLES] if TOKEN_PAIRS else []
+
+# Attention similarity (similarity.attention): the configured pairs (null: every pair of distinct models).
+ATTENTION_SETTINGS = config["similarity"]["attention"]
+ATTENTION_PAIRS = ([] if not ATTENTION_SETTINGS else
+                   sorted({tuple(sorted(pair)) for pair in ATTENTION_SETTINGS["pairs"]})
+                   if ATTENTION_SETTINGS["pairs"] is not None else [(a, b) for a, b in PAIRS if a != b])
+ATTENTION_DETAIL = bool(ATTENTION_SETTINGS and ATTENTION_SETTINGS["detail_layers"])
+
+
+def per_attention_pair(template):
+    return [template.format(dataset=d, model_a=a, model_b=b) for d in EXTRACT_ON for a, b in ATTENTION_PAIRS]
+
+
+TARGETS.update({
+    "attention": [paths.ATTENTION] if ATTENTION_PAIRS else [],
+    "attention_heatmaps": per_attention_pair(paths.ATTENTION_HEATMAP),
+    "attention_head_figures": per_attention_pair(paths.ATTENTION_HEADS_FIGURE) if ATTENTION_DETAIL else [],
+    "attention_layer_figures": [paths.ATTENTION_LAYERS_FIGURE.format(dataset=d) for d in EXTRACT_ON]
+                               if ATTENTION_PAIRS else [],
+})
 
 
 def all_targets():

@@ -2,6 +2,18 @@
 # inside; then the pair tables in one, and the summaries over all pairs.
 
 
+def pair_measures(representation):
+    """The measures of one representation's pair jobs: similarity.word picks those run at word level
+    and may set their permutation and resample counts (n words costs more than n sentences)."""
+    if representation != "word":
+        return config["measures"]
+    word = config["similarity"]["word"]
+    counts = {key: word[source] for key, source in (("null_permutations", "permutations"),
+                                                    ("resamples", "resamples")) if word[source] is not None}
+    return {label: {**spec, **counts} for label, spec in config["measures"].items()
+            if word["measures"] is None or label in word["measures"]}
+
+
 rule compare_pair:
     input:
         a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
@@ -14,7 +26,8 @@ rule compare_pair:
         paths.log(paths.PAIR_TABLE),
     params:
         split=config["similarity"]["split"],
-        measures=canonical(config["measures"]),
+        measures=lambda wildcards: canonical(pair_measures(wildcards.representation)),
+        words=lambda wildcards: canonical(config["similarity"]["word"] if wildcards.representation == "word" else None),
         chance=canonical(config["similarity"]["chance"]),
         intervals=canonical(config["similarity"]["intervals"]),
     threads: 1
@@ -29,8 +42,8 @@ rule compare_pair:
 
 rule aggregate_pairs:
     input:
-        tables=per_pair(paths.PAIR_TABLE, REPRESENTATIONS, EXTRACT_ON, PAIRS),
-        replicates=per_pair(paths.PAIR_RESAMPLES, REPRESENTATIONS, EXTRACT_ON, PAIRS),
+        tables=per_compared_pair(paths.PAIR_TABLE),
+        replicates=per_compared_pair(paths.PAIR_RESAMPLES),
         code=code("aggregate_pairs"),
     output:
         table=paths.PAIRS,
@@ -79,3 +92,100 @@ rule localization_scores:
         "../envs/compare.yaml"
     script:
         "../scripts/localization_scores.py"
+
+
+# Token-level minibatch CKA (similarity.tokens; Brown et al. 2023): one job per configured model pair and
+# extracted dataset, over the tokens of the similarity split, with its chance level (batch-shifted pairings)
+# and interval (half-samples of batches). Models that tokenise differently are refused by the job.
+def token_cka_mem_mb(wildcards, input, attempt):
+    """One batch's Gram terms (L, m, m) in float64 for A, B and a shifted B, with working copies (about 5 in
+    all), the zarr chunks each reader keeps (CACHE_BYTES of reprsim.stages.compare.tokens: 64 MB; 2 + shifts
+    readers), and 2 GB for the rest."""
+    tokens = config["similarity"]["tokens"]
+    layers = max(_store_facts(path)["n_layers"] + 1 for path in (input.a, input.b))
+    grams = 5 * layers * tokens["batch_size"] ** 2 * 8 / 1e6
+    return int((2000 + grams + (2 + tokens["shifts"]) * 67) * attempt)
+
+
+rule token_cka:
+    input:
+        a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
+        b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
+        code=code("token_cka"),
+    output:
+        table=paths.TOKEN_TABLE,
+    log:
+        paths.log(paths.TOKEN_TABLE),
+    params:
+        split=config["similarity"]["split"],
+        tokens=canonical({key: value for key, value in (config["similarity"].get("tokens") or {}).items()
+                          if key != "pairs"}),
+        intervals=canonical(config["similarity"]["intervals"]),
+    threads: 1
+    resources:
+        mem_mb=token_cka_mem_mb,
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/token_cka.py"
+
+
+rule aggregate_tokens:
+    input:
+        table=TOKEN_TABLES,
+        code=code("concat_tables"),
+    output:
+        table=paths.TOKEN_TABLES,
+    log:
+        paths.log(paths.TOKEN_TABLES),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/concat_tables.py"
+
+
+# Attention similarity (Wu et al. 2020): one job per configured model pair and dataset, every attention
+# measure for every pair of layers, read layer by layer from the stores' attention maps.
+rule compare_attention:
+    input:
+        a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
+        b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
+        code=code("compare_attention"),
+    output:
+        table=paths.ATTENTION_TABLE,
+        replicates=paths.ATTENTION_RESAMPLES,
+        heads=paths.ATTENTION_HEADS,
+    log:
+        paths.log(paths.ATTENTION_TABLE),
+    params:
+        split=config["similarity"]["split"],
+        settings=canonical(ATTENTION_SETTINGS),
+        intervals=canonical(config["similarity"]["intervals"]),
+        seed=config["similarity"]["chance"]["seed"],
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/compare_attention.py"
+
+
+rule aggregate_attention:
+    input:
+        table=per_attention_pair(paths.ATTENTION_TABLE),
+        replicates=per_attention_pair(paths.ATTENTION_RESAMPLES),
+        heads=per_attention_pair(paths.ATTENTION_HEADS),
+        code=code("concat_tables"),
+    output:
+        table=paths.ATTENTION,
+        replicates=paths.ATTENTION_RESAMPLES_ALL,
+        heads=paths.ATTENTION_HEADS_ALL,
+    log:
+        paths.log(paths.ATTENTION),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/concat_tables.py"

@@ -18,6 +18,8 @@ rule findings:
         layer_blocks=TARGETS["layer_blocks"],
         aligners=TARGETS["aligner_tables"],
         aligner_rows=per_pair(paths.ALIGNER_ROWS, [ALIGN["representation"]], EXTRACT_ON, ALIGN_PAIRS),
+        attention=TARGETS["attention"],
+        attention_replicates=[paths.ATTENTION_RESAMPLES_ALL] if TARGETS["attention"] else [],
         code=code("findings"),
     output:
         table=paths.FINDINGS,
@@ -28,6 +30,8 @@ rule findings:
         measure=findings_measure(),
         models=canonical(config["models"]),
         aligners=canonical({label: spec["aligner"] for label, spec in ALIGN["aligners"].items()}),
+        attention_measure=next((label for label, spec in (ATTENTION_SETTINGS or {"measures": {}})["measures"].items()
+                                if spec["measure"] == "cka"), ""),
         intervals=canonical(config["similarity"]["intervals"]),
     threads: 1
     conda:

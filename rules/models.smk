@@ -7,8 +7,13 @@ def model_spec(wildcards):
 
 
 def materialize_inputs(wildcards):
+    """A random model's tokenizer: the model it borrows it from, or the dataset it is trained on."""
     spec = config["models"][wildcards.model]
-    return {"tokenizer": model_dir(spec["tokenizer"])} if spec["source"] == "init" else {}
+    if spec["source"] != "init":
+        return {}
+    if isinstance(spec["tokenizer"], dict):
+        return {"dataset": dataset_dir(spec["tokenizer"]["train"]["dataset"])}
+    return {"tokenizer": model_dir(spec["tokenizer"])}
 
 
 rule materialize_model:

@@ -180,6 +180,71 @@ rule localization_figure:
         "../scripts/plot_figure.py"
 
 
+# Attention similarity: per pair the layer x layer heatmaps and the head x head detail; per dataset the
+# similarity of matching layers along depth (Wu et al. 2020, Fig. 6)
+ATTENTION_MEASURES = ({label: spec["measure"] for label, spec in sorted(ATTENTION_SETTINGS["measures"].items())}
+                      if ATTENTION_SETTINGS else {})
+
+
+rule attention_heatmap:
+    input:
+        table=paths.ATTENTION_TABLE,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.ATTENTION_HEATMAP, category="Attention", subcategory="{dataset}",
+                      caption=f"{CAPTIONS}/attention_heatmap.rst",
+                      labels={"model A": "{model_a}", "model B": "{model_b}"}),
+    log:
+        paths.log(paths.ATTENTION_HEATMAP),
+    params:
+        figure="heatmap",
+        options={"measures": ATTENTION_MEASURES},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+rule attention_heads_figure:
+    input:
+        table=paths.ATTENTION_HEADS,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.ATTENTION_HEADS_FIGURE, category="Attention", subcategory="{dataset}",
+                      caption=f"{CAPTIONS}/attention_heads.rst",
+                      labels={"model A": "{model_a}", "model B": "{model_b}"}),
+    log:
+        paths.log(paths.ATTENTION_HEADS_FIGURE),
+    params:
+        figure="attention_heads",
+        options={},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+rule attention_layers_figure:
+    input:
+        table=paths.ATTENTION,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.ATTENTION_LAYERS_FIGURE, category="Attention", caption=f"{CAPTIONS}/attention_layers.rst"),
+    log:
+        paths.log(paths.ATTENTION_LAYERS_FIGURE),
+    params:
+        figure="attention_layers",
+        options=lambda wildcards: {"dataset": wildcards.dataset,
+                                   "confidence": config["similarity"]["intervals"]["confidence"]},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
 # The report's pages: the main page always, a detail page when it has something to show
 # (reprsim.stages.report.html.PAGES names the inputs of each, and checks that these agree).
 REPORT_PAGES = {
@@ -189,6 +254,7 @@ REPORT_PAGES = {
         "truncation_figures", "skip_figures", "layer_view_figures", "layer_blocks")) else {}),
     **({"alignment": paths.REPORT_ALIGNMENT} if any(TARGETS[name] for name in (
         "aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")) else {}),
+    **({"attention": paths.REPORT_ATTENTION} if TARGETS["attention"] else {}),
 }
 
 
@@ -207,6 +273,7 @@ rule report:
         split=config["similarity"]["split"],
         confidence=config["similarity"]["intervals"]["confidence"],
         measures={label: spec["measure"] for label, spec in config["measures"].items()},
+        attention_measures=ATTENTION_MEASURES,
     threads: 1
     conda:
         "../envs/report.yaml"

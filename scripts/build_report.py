@@ -7,5 +7,6 @@ with tee_to_log(snakemake.log[0]):
     inputs = ReportInputs.from_named({name: paths for name, paths in snakemake.input.items()
                                       if name not in ("code", "captions")},
                                      title=params.title, task_metrics=params.task_metrics, split=params.split,
-                                     confidence=params.confidence, measures=params.measures)
+                                     confidence=params.confidence, measures=params.measures,
+                                     attention_measures=params.attention_measures)
     build_report(dict(snakemake.output.items()), inputs)

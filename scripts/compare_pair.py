@@ -14,6 +14,7 @@ with tee_to_log(snakemake.log[0]):
         measures=json.loads(snakemake.params.measures),
         chance=json.loads(snakemake.params.chance),
         intervals=json.loads(snakemake.params.intervals),
+        words=json.loads(snakemake.params.words),
     )
     write_parquet(snakemake.output.replicates, replicates)
     write_parquet(snakemake.output.table, table)

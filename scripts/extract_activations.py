@@ -24,6 +24,11 @@ with tee_to_log(snakemake.log[0]):
         tokens=settings["tokens"],
         chunk_rows=settings["chunk_rows"],
         chunk_tokens=settings["chunk_tokens"],
+        detail_splits=settings["detail_splits"],
+        word_pooling=settings["word_pooling"],
+        attention=settings["attention"],
+        attention_dtype=settings["attention_dtype"],
+        attention_max_gb=settings["attention_max_gb"],
         device=resolve_device(snakemake.params.device),
         provenance={
             "model": snakemake.wildcards.model,

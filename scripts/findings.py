@@ -18,10 +18,12 @@ def read(name):
 with tee_to_log(snakemake.log[0]):
     intervals = json.loads(snakemake.params.intervals)
     setup = Setup(models=json.loads(snakemake.params.models), measure=snakemake.params.measure or None,
+                  attention_measure=snakemake.params.attention_measure or None,
                   aligners=json.loads(snakemake.params.aligners), confidence=intervals["confidence"],
                   resamples=intervals["resamples"], seed=intervals["seed"])
     tables = Tables(**{name: read(name) for name in ("pairs", "replicates", "skip", "truncation", "layer_blocks",
-                                                     "aligners", "aligner_rows")})
+                                                     "aligners", "aligner_rows", "attention",
+                                                     "attention_replicates")})
     table = findings(tables, setup)
     print(table[["claim_id", "estimate", "ci_low", "ci_high", "verdict"]].to_string(index=False), flush=True)
     write_findings(table, snakemake.output.table, snakemake.output.csv)

@@ -10,4 +10,5 @@ with tee_to_log(snakemake.log[0]):
         json.loads(snakemake.params.spec),
         snakemake.output.model,
         tokenizer_dir=snakemake.input.get("tokenizer"),
+        dataset_dir=snakemake.input.get("dataset"),
     )

@@ -12,6 +12,10 @@ t_i per example (for models with different tokenisers: word-level maps, reprsim.
                    all sentences; rows constant on either side are left out (similarity)
         js:        Jensen–Shannon divergence (natural log) of row j of both, mean over the
                    words of all sentences (distance, in [0, ln 2])
+    head_terms(A, B, measure)      -> per-sentence (totals, counts), (n, H_a, H_b) each: the
+                                      head similarity of any subset S of the sentences is
+    combine_terms(totals[S], counts[S], measure)   (intervals from one computation)
+    prepare(A)                     -> A checked and stacked once, for many comparisons
     best_heads(S, measure)         -> for each head of A, the best head of B and its value
     attnsim(A, B, measure)         -> Result: mean over A's heads of the best value (max for
                                       pearson, min for frobenius and js); meta has the heads
@@ -28,9 +32,14 @@ al.'s released code gives Pearson ≈ 0.88 for identical maps; reprsim does not 
 Chance level: every function takes the examples as a list, so a permutation null is the
 same call with B's examples re-paired: sentence i of A against sentence π(i) of B, where π
 permutes only among sentences of equal length t (maps of different sizes cannot be
-compared word by word). That null is left to the caller (the workflow).
+compared word by word). head_terms(A, B, measure, pairs=...) computes any set of such
+pairings in one call; the pair job (reprsim.stages.compare.attention) draws them.
 
-All arithmetic is float64 torch on the device of A's first map; results are numpy.
+Sentences of equal length are stacked, (n_t, H, t, t), and computed a length at a time:
+pearson and frobenius as batched products (frobenius takes near-identical heads' differences
+exactly), js as one logarithm per element of the (pair, head, head, word, word) grid, in
+blocks of at most _CHUNK_ELEMENTS. All arithmetic is float64, in torch on the device of A's
+first map (the js grid in numpy when that is the CPU); results are numpy.
 """
 
 from __future__ import annotations
@@ -40,11 +49,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from reprsim.metrics._inputs import as_float64, device_of
+from reprsim.metrics._inputs import device_of
 
 MEASURES: dict[str, str] = {"frobenius": "distance", "pearson": "similarity", "js": "distance"}
 ROW_TOLERANCE = 1e-3  # |row sum − 1| allowed: float16-stored maps sum to 1 within ~5e-4
-_CHUNK_ELEMENTS = 1 << 22  # the (heads_a chunk, H_b, t, t) temporaries of frobenius and js
+_CHUNK_ELEMENTS = 1 << 22  # elements of js's (pairs, H_a, H_b, t·t) temporaries per block
 
 
 def _measure(measure: str) -> str:
@@ -53,124 +62,342 @@ def _measure(measure: str) -> str:
     return MEASURES[measure]
 
 
+class PreparedMaps:
+    """One side's maps, checked and row-normalised (see prepare), as float64 tensors grouped by
+    sentence length: `groups[t]` is (n_t, H, t, t) and example i is `groups[lengths[i]][slots[i]]`.
+    What the measures need of each group (centred rows, row entropies) is computed once and kept,
+    so one prepared side serves every measure and every layer it is compared with."""
+
+    def __init__(self, heads: int, lengths: np.ndarray, slots: np.ndarray, groups: dict, device):
+        self.heads, self.lengths, self.slots, self.groups, self.device = heads, lengths, slots, groups, device
+        self.cache: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def example(self, i: int) -> torch.Tensor:
+        return self.groups[int(self.lengths[i])][int(self.slots[i])]
+
+    def prepared(self, key: str, t: int, make) -> tuple:
+        if (key, t) not in self.cache:
+            self.cache[(key, t)] = make(self.groups[t])
+        return self.cache[(key, t)]
+
+
+def _shape(m) -> tuple:
+    return tuple(m.shape) if isinstance(m, torch.Tensor) else np.shape(m)
+
+
+def _stack(entries: list, device: torch.device) -> torch.Tensor:
+    """Entries of one length as one float64 (n_t, H, t, t) tensor on `device`."""
+    if all(not isinstance(m, torch.Tensor) for m in entries):
+        return torch.from_numpy(np.stack([np.asarray(m, dtype=np.float64) for m in entries])).to(device)
+    return torch.stack([m.detach().to(device=device, dtype=torch.float64) if isinstance(m, torch.Tensor)
+                        else torch.as_tensor(np.asarray(m, dtype=np.float64), device=device) for m in entries])
+
+
 def _side(maps: Sequence, name: str, device: torch.device | None, tol: float,
-          normalise: bool = True) -> list[torch.Tensor]:
-    """One side's maps as float64 tensors, checked: (H, t, t), one H for all, rows distributions
-    (non-negative, summing to 1 within tol); with normalise, each row divided by its float64 sum."""
+          normalise: bool = True) -> PreparedMaps:
+    """One side's maps as float64 tensors, checked: (H, t, t), one H for all, finite, rows
+    distributions (non-negative, summing to 1 within tol); with normalise, each row divided by its
+    float64 sum. Shapes are checked example by example, values one length group at a time; an error
+    names the first example (in order) that fails."""
+    if isinstance(maps, PreparedMaps):
+        if not normalise:
+            raise ValueError(f"{name}: prepared maps are row-normalised; pass the maps themselves")
+        if device is not None and maps.device != device:
+            raise ValueError(f"{name} was prepared on {maps.device}, but the other side is on {device}")
+        return maps
     if isinstance(maps, (np.ndarray, torch.Tensor)) or not isinstance(maps, Sequence):
         raise ValueError(f"{name} must be a list with one (heads, t, t) array per example; "
                          f"got {type(maps).__name__} (wrap a single example as [maps])")
     if len(maps) == 0:
         raise ValueError(f"{name} is empty; attention similarity needs at least one example")
-    out, heads = [], None
     device = device if device is not None else device_of(maps[0])
+    heads = None
+    lengths = np.empty(len(maps), dtype=np.int64)
     for i, m in enumerate(maps):
-        x = as_float64(m, device, f"{name}[{i}]")
-        if x.ndim != 3 or x.shape[1] != x.shape[2] or x.shape[1] == 0:
-            raise ValueError(f"{name}[{i}] must be (heads, t, t) with t ≥ 1; got shape {tuple(x.shape)}")
+        shape = _shape(m)
+        if len(shape) != 3 or shape[1] != shape[2] or shape[1] == 0:
+            raise ValueError(f"{name}[{i}] must be (heads, t, t) with t ≥ 1; got shape {tuple(shape)}")
         if heads is None:
-            heads = x.shape[0]
-        elif x.shape[0] != heads:
-            raise ValueError(f"{name}[{i}] has {x.shape[0]} heads but {name}[0] has {heads}; "
+            heads = shape[0]
+        elif shape[0] != heads:
+            raise ValueError(f"{name}[{i}] has {shape[0]} heads but {name}[0] has {heads}; "
                              "one layer's maps must have the same heads in every example")
         if heads == 0:
             raise ValueError(f"{name}[{i}] has no heads")
-        if (x < 0).any():
+        lengths[i] = shape[1]
+    slots = np.empty(len(maps), dtype=np.int64)
+    groups, sums, problems = {}, {}, []
+    for t in np.unique(lengths).tolist():
+        members = np.flatnonzero(lengths == t)
+        slots[members] = np.arange(len(members))
+        x = _stack([maps[i] for i in members], device)
+        row_sums = x.sum(dim=-1)
+        finite = torch.isfinite(row_sums).flatten(1).all(dim=1)  # a NaN or Inf makes its row's sum one
+        negative = x.flatten(1).amin(dim=1) < 0
+        off = ((row_sums - 1).abs().flatten(1).amax(dim=1) > tol) | ~finite
+        for flag, kind in ((~finite, 0), (negative, 1), (off, 2)):
+            bad = torch.nonzero(flag).flatten().cpu().numpy()
+            if len(bad):
+                problems.append((int(members[bad[0]]), kind, t, int(bad[0])))
+        groups[t], sums[t] = x, row_sums
+    if problems:
+        i, kind, t, slot = min(problems)
+        x, s = groups[t][slot], sums[t][slot]
+        if kind == 0:
+            raise ValueError(f"{name}[{i}] contains NaN or Inf; similarity is undefined")
+        if kind == 1:
             raise ValueError(f"{name}[{i}] has negative weights (min {x.min().item():.3g}); "
                              "attention maps must be softmax outputs")
-        sums = x.sum(dim=-1)
-        worst = (sums - 1).abs().max().item()
-        if worst > tol:
-            raise ValueError(
-                f"{name}[{i}]: every row must sum to 1 (one attention distribution per word); row sums "
-                f"range from {sums.min().item():.6g} to {sums.max().item():.6g} (tolerance {tol:g}). Pass "
-                "maps after softmax; with special tokens dropped, renormalise each row "
-                "(reprsim.words.aggregate_attention does)")
-        out.append(x / sums[..., None] if normalise else x)
-    return out
+        raise ValueError(
+            f"{name}[{i}]: every row must sum to 1 (one attention distribution per word); row sums "
+            f"range from {s.min().item():.6g} to {s.max().item():.6g} (tolerance {tol:g}). Pass "
+            "maps after softmax; with special tokens dropped, renormalise each row "
+            "(reprsim.words.aggregate_attention does)")
+    if normalise:
+        groups = {t: x / sums[t][..., None] for t, x in groups.items()}
+    return PreparedMaps(heads, lengths, slots, groups, device)
 
 
-def _pair(A: Sequence, B: Sequence, tol: float) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def prepare(maps: Sequence, *, tol: float = ROW_TOLERANCE, name: str = "A") -> PreparedMaps:
+    """One side's maps checked (as head_similarity checks them; errors name `name`[i]), each row
+    divided by its float64 sum, and stacked by length. head_terms, head_similarity and attnsim
+    accept the result in place of the list (their own `tol` then no longer applies): a caller
+    comparing one layer with many (every layer pair, a permutation null) checks and converts each
+    layer once."""
+    return _side(maps, name, None, tol)
+
+
+def _pair(A: Sequence, B: Sequence, tol: float) -> tuple[PreparedMaps, PreparedMaps]:
     a = _side(A, "A", None, tol)
-    b = _side(B, "B", a[0].device, tol)
+    b = _side(B, "B", a.device, tol)
     if len(a) != len(b):
         raise ValueError(f"A and B must hold the same examples; got {len(a)} and {len(b)} examples")
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x.shape[1] != y.shape[1]:
-            raise ValueError(f"example {i} has t={x.shape[1]} words in A but t={y.shape[1]} in B; both "
-                             "sides must be maps over the same words (word-level maps for different tokenisers)")
+    differ = np.flatnonzero(a.lengths != b.lengths)
+    if len(differ):
+        i = int(differ[0])
+        raise ValueError(f"example {i} has t={a.lengths[i]} words in A but t={b.lengths[i]} in B; both "
+                         "sides must be maps over the same words (word-level maps for different tokenisers)")
     return a, b
 
 
-def _chunks(heads_a: int, heads_b: int, t: int):
-    size = max(1, _CHUNK_ELEMENTS // (heads_b * t * t))
-    for start in range(0, heads_a, size):
-        yield slice(start, min(start + size, heads_a))
+# ---- per-pair terms, one length group at a time ------------------------------------------------------
+
+def _blocks(pairs: int, heads_a: int, per_head: int):
+    """(pair slice, head-of-A slice) blocks whose (pairs, heads_a, ...) temporaries of `per_head`
+    elements per (pair, head of A) stay within _CHUNK_ELEMENTS."""
+    heads_per = max(1, _CHUNK_ELEMENTS // per_head)
+    if heads_per >= heads_a:
+        size = max(1, _CHUNK_ELEMENTS // (per_head * heads_a))
+        for start in range(0, pairs, size):
+            yield slice(start, min(start + size, pairs)), slice(None)
+    else:
+        for p in range(pairs):
+            for start in range(0, heads_a, heads_per):
+                yield slice(p, p + 1), slice(start, min(start + heads_per, heads_a))
 
 
-def _frobenius(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """(H_a, H_b): ‖x[h] − y[h']‖_F (exact differences, so identical maps give exactly 0)."""
-    out = torch.empty(x.shape[0], y.shape[0], dtype=torch.float64, device=x.device)
-    for s in _chunks(x.shape[0], y.shape[0], x.shape[1]):
-        diff = x[s, None] - y[None]
-        out[s] = diff.square().sum(dim=(-2, -1)).sqrt()
+def _frobenius_terms(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(P, H_a, H_b): ‖x[p, h] − y[p, h']‖_F for pairs of maps x (P, H_a, t, t), y (P, H_b, t, t).
+
+    ‖x − y‖² = ‖x‖² + ‖y‖² − 2⟨x, y⟩ from one batched product; where that is below 1e-3 of
+    ‖x‖² + ‖y‖² (near-identical heads, where its rounding would matter) the differences are taken
+    exactly, so identical maps give exactly 0."""
+    fx, fy = x.flatten(2), y.flatten(2)
+    nx, ny = fx.square().sum(dim=-1), fy.square().sum(dim=-1)
+    scale = nx[:, :, None] + ny[:, None, :]
+    squared = scale - 2 * torch.bmm(fx, fy.transpose(1, 2))
+    close = torch.nonzero(squared <= 1e-3 * scale)
+    step = max(1, _CHUNK_ELEMENTS // fx.shape[-1])
+    for start in range(0, len(close), step):
+        p, h, g = close[start:start + step].unbind(dim=1)
+        squared[p, h, g] = (fx[p, h] - fy[p, g]).square().sum(dim=-1)
+    return squared.clamp_min(0.0).sqrt()
+
+
+_TINY = float(np.finfo(np.float64).tiny)
+_LN2 = float(np.log(2.0))
+
+
+def _js_side(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x with exact zeros raised to the smallest normal float (so no term needs the 0·log 0 case;
+    what that changes in any sum is below 1e-300), and each row's Σ_k p log p and Σ_k p."""
+    raised = torch.where(x > 0, x, _TINY)
+    return raised, (raised * raised.log()).sum(dim=-1), raised.sum(dim=-1)
+
+
+def _js_terms(x, y, hx, hy, sx, sy) -> torch.Tensor:
+    """(P, H_a, H_b) sums over the rows j of JS(x[p, h, j], y[p, h', j]), natural log.
+
+    With s = p + q (so m = s/2), JS = ½ Σ p log p + ½ Σ q log q − ½ Σ s log s + ½ ln 2 (Σ p + Σ q):
+    the per-row terms (hx, hy: Σ p log p; sx, sy: Σ p, from _js_side) are the sides' own, and the
+    (pair, head, head, word, word) grid needs one sum, one logarithm and one product-sum per
+    element, in blocks of at most _CHUNK_ELEMENTS. Rows equal on both sides are set to exactly 0 (as
+    p·log(p/m) gives). On the CPU the grid is numpy's (vectorised log, no thread start-up per
+    operation)."""
+    own = 0.5 * (hx[:, :, None] + hy[:, None] + _LN2 * (sx[:, :, None] + sy[:, None]))  # (P, H_a, H_b, t)
+    if x.device.type == "cpu":
+        return torch.from_numpy(_js_numpy(x.numpy(), y.numpy(), own.numpy()))
+    P, heads_a, t = x.shape[0], x.shape[1], x.shape[2]
+    out = torch.empty(P, heads_a, y.shape[1], dtype=torch.float64, device=x.device)
+    for ps, hs in _blocks(P, heads_a, y.shape[1] * t * t):
+        p, q = x[ps, hs, None], y[ps, None]
+        s = p + q
+        rows = own[ps, hs] - 0.5 * (s * s.log()).sum(dim=-1)
+        rows.clamp_min_(0.0)
+        c, h, g, j = torch.nonzero(rows <= 1e-12).unbind(dim=1)  # rounding leaves ~1e-16 where p == q
+        same = (p[c, h, 0, j] == q[c, 0, g, j]).all(dim=-1)
+        rows[c[same], h[same], g[same], j[same]] = 0.0
+        out[ps, hs] = rows.sum(dim=-1)
     return out
 
 
-def _js_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """(H_a, H_b) sums over the rows j of JS(x[h, j], y[h', j]); 0·log 0 = 0; natural log."""
-    out = torch.empty(x.shape[0], y.shape[0], dtype=torch.float64, device=x.device)
-    for s in _chunks(x.shape[0], y.shape[0], x.shape[1]):
-        p, q = x[s, None], y[None]
-        m = (p + q) / 2  # p == q gives m == p exactly, so log(p / m) == 0 exactly
-        kl_p = torch.where(p > 0, p * torch.log(p / m), 0.0).sum(dim=-1)
-        kl_q = torch.where(q > 0, q * torch.log(q / m), 0.0).sum(dim=-1)
-        out[s] = (0.5 * (kl_p + kl_q)).clamp_min(0.0).sum(dim=-1)
+def _js_numpy(x: np.ndarray, y: np.ndarray, own: np.ndarray) -> np.ndarray:
+    P, heads_a, t = x.shape[0], x.shape[1], x.shape[2]
+    heads_b = y.shape[1]
+    out = np.empty((P, heads_a, heads_b))
+    flat_x, flat_y = x.reshape(P, heads_a, 1, t * t), y.reshape(P, 1, heads_b, t * t)
+    size = min(max(_CHUNK_ELEMENTS, heads_b * t * t), P * heads_a * heads_b * t * t)
+    s_buffer, log_buffer = np.empty(size), np.empty(size)  # reused: no page faults per block
+    for ps, hs in _blocks(P, heads_a, heads_b * t * t):
+        p, q = flat_x[ps, hs], flat_y[ps]
+        shape = (p.shape[0], p.shape[1], heads_b, t * t)
+        s = s_buffer[:int(np.prod(shape))].reshape(shape)
+        log_s = log_buffer[:s.size].reshape(shape)
+        np.add(p, q, out=s)
+        np.log(s, out=log_s)
+        rows = own[ps, hs] - 0.5 * np.einsum("ik,ik->i", s.reshape(-1, t), log_s.reshape(-1, t)).reshape(*shape[:3], t)
+        np.maximum(rows, 0.0, out=rows)
+        c, h, g, j = np.nonzero(rows <= 1e-12)  # rounding leaves ~1e-16 where p == q
+        if len(c):
+            same = (x[ps, hs][c, h, j] == y[ps][c, g, j]).all(axis=-1)
+            rows[c[same], h[same], g[same], j[same]] = 0.0
+        out[ps, hs] = rows.sum(axis=-1)
     return out
 
 
-def _pearson_rows(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(H_a, H_b) sums of ρ over rows non-constant on both sides, and the numbers of such rows."""
-    live_x = x.amax(dim=-1) > x.amin(dim=-1)  # (H_a, t): a constant row has every entry equal
-    live_y = y.amax(dim=-1) > y.amin(dim=-1)
+def _centred_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows centred and scaled to unit norm, zero where the row is constant (all entries equal);
+    and the (n, H, t) mask of non-constant rows."""
+    live = x.amax(dim=-1) > x.amin(dim=-1)
     xc = x - x.mean(dim=-1, keepdim=True)
-    yc = y - y.mean(dim=-1, keepdim=True)
-    # unit rows (the 1/t normaliser cancels); constant rows are masked below, never divided by 0
-    xn = xc / torch.where(live_x, xc.square().sum(dim=-1).sqrt(), 1.0)[..., None]
-    yn = yc / torch.where(live_y, yc.square().sum(dim=-1).sqrt(), 1.0)[..., None]
-    rho = torch.einsum("hjk,gjk->hgj", xn, yn).clamp(-1.0, 1.0)
-    live = live_x[:, None, :] & live_y[None, :, :]
-    return torch.where(live, rho, 0.0).sum(dim=-1), live.sum(dim=-1)
+    # the 1/t normaliser cancels; constant rows are zeroed, never divided by 0
+    norm = torch.where(live, xc.square().sum(dim=-1).sqrt(), 1.0)
+    return torch.where(live[..., None], xc / norm[..., None], 0.0), live.to(torch.float64)
+
+
+def _pearson_terms(xn, live_x, yn, live_y) -> tuple[torch.Tensor, torch.Tensor]:
+    """(P, H_a, H_b) sums of ρ over the rows non-constant on both sides, and their numbers:
+    Σ_j Σ_k x̂[h, j, k] ŷ[h', j, k] with constant rows zeroed is one batched product."""
+    totals = torch.bmm(xn.flatten(2), yn.flatten(2).transpose(1, 2))
+    counts = torch.bmm(live_x, live_y.transpose(1, 2)).round().to(torch.int64)
+    return totals, counts
+
+
+def _gathers(lengths: np.ndarray, heads: int):
+    """(t, positions) of the pairs of each length, in runs whose gathered (pairs, heads, t, t) copies
+    stay within 2·_CHUNK_ELEMENTS (a null with many re-pairings is computed in several runs)."""
+    for t in np.unique(lengths).tolist():
+        rows = np.flatnonzero(lengths == t)
+        step = max(1, 2 * _CHUNK_ELEMENTS // (heads * t * t))
+        for start in range(0, len(rows), step):
+            yield t, rows[start:start + step]
+
+
+def _terms(a: PreparedMaps, b: PreparedMaps, measure: str, pairs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(P, H_a, H_b) totals and counts for the pairs (A's example, B's example), one length at a time."""
+    totals = torch.zeros(len(pairs), a.heads, b.heads, dtype=torch.float64, device=a.device)
+    counts = torch.ones(len(pairs), a.heads, b.heads, dtype=torch.int64, device=a.device)
+    lengths = a.lengths[pairs[:, 0]]
+    for t, rows in _gathers(lengths, max(a.heads, b.heads)):
+        ia = torch.as_tensor(a.slots[pairs[rows, 0]], device=a.device)
+        ib = torch.as_tensor(b.slots[pairs[rows, 1]], device=a.device)
+        where = torch.as_tensor(rows, device=a.device)
+        if measure == "frobenius":
+            totals[where] = _frobenius_terms(a.groups[t][ia], b.groups[t][ib])
+        elif measure == "js":
+            xr, hx, sx = a.prepared("js", t, _js_side)
+            yr, hy, sy = b.prepared("js", t, _js_side)
+            totals[where] = _js_terms(xr[ia], yr[ib], hx[ia], hy[ib], sx[ia], sy[ib])
+            counts[where] = t
+        else:
+            xn, live_x = a.prepared("pearson", t, _centred_rows)
+            yn, live_y = b.prepared("pearson", t, _centred_rows)
+            totals[where], counts[where] = _pearson_terms(xn[ia], live_x[ia], yn[ib], live_y[ib])
+    return totals, counts
+
+
+def head_terms(A: Sequence, B: Sequence, measure: str, *, tol: float = ROW_TOLERANCE,
+               pairs=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example terms of head_similarity: `totals` (P, H_a, H_b) float64 and `counts`
+    (P, H_a, H_b) int64, such that head_similarity over any subset S of the examples is
+    combine_terms(totals[S], counts[S], measure):
+
+    - frobenius: totals[i] = ‖A_i[h] − B_i[h']‖_F, counts = 1 (the mean over sentences);
+    - js: totals[i] = Σ_j JS(A_i[h][j], B_i[h'][j]), counts = t_i (the mean over words);
+    - pearson: totals[i] = Σ_j ρ over the rows j non-constant on both sides, counts = their number.
+
+    By default P = len(A) and example i of A is paired with example i of B (same checks as
+    head_similarity). `pairs` (P, 2) integer array: row (i, j) pairs A's example i with B's
+    example j instead (t_i must equal t_j; A and B may then differ in length) — the permutation
+    null's re-pairings computed in one call. Examples of equal length are stacked and computed
+    together; float64 throughout; identical maps give exactly JS 0 and Frobenius 0."""
+    _measure(measure)
+    if pairs is None:
+        a, b = _pair(A, B, tol)
+        pairs = np.repeat(np.arange(len(a))[:, None], 2, axis=1)
+    else:
+        a = _side(A, "A", None, tol)
+        b = _side(B, "B", a.device, tol)
+        pairs = np.asarray(pairs)
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
+            raise ValueError(f"pairs must be a (P, 2) integer array of (A's example, B's example); got {pairs.shape}")
+        if ((pairs < 0) | (pairs >= [len(a), len(b)])).any():
+            raise ValueError(f"pairs must index A's {len(a)} and B's {len(b)} examples")
+        differ = np.flatnonzero(a.lengths[pairs[:, 0]] != b.lengths[pairs[:, 1]])
+        if len(differ):
+            i, j = pairs[differ[0]]
+            raise ValueError(f"pair {differ[0]} pairs A[{i}] (t={a.lengths[i]}) with B[{j}] (t={b.lengths[j]}); "
+                             "only examples of equal length can be compared word by word")
+    totals, counts = _terms(a, b, measure, pairs)
+    return totals.cpu().numpy(), counts.cpu().numpy()
+
+
+def combine_terms(totals, counts, measure: str) -> np.ndarray:
+    """(H_a, H_b) head similarity from the head_terms of a subset of examples: totals.sum(0) /
+    counts.sum(0) (for frobenius counts are 1: the mean over sentences); NaN where the count is 0
+    (pearson: no row non-constant on both sides). Pearson is clipped to [−1, 1] (rounding)."""
+    _measure(measure)
+    totals, counts = np.asarray(totals, dtype=np.float64), np.asarray(counts)
+    if totals.ndim != 3 or totals.shape != counts.shape:
+        raise ValueError(f"totals and counts must both be (examples, H_a, H_b); got {totals.shape} and {counts.shape}")
+    return _combine(totals.sum(axis=0), counts.sum(axis=0), measure)
+
+
+def _combine(total, count, measure: str) -> np.ndarray:
+    """totals / counts summed over examples (any leading shape) -> head similarity, NaN where count is 0."""
+    total, count = np.asarray(total, dtype=np.float64), np.asarray(count, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.where(count > 0, total / np.where(count > 0, count, 1.0), np.nan)
+    return np.clip(values, -1.0, 1.0) if measure == "pearson" else values
 
 
 def _scores(A, B, measure: str, tol: float) -> tuple[np.ndarray, dict]:
     _measure(measure)
     a, b = _pair(A, B, tol)
-    heads_a, heads_b = a[0].shape[0], b[0].shape[0]
-    total = torch.zeros(heads_a, heads_b, dtype=torch.float64, device=a[0].device)
-    count = torch.zeros(heads_a, heads_b, dtype=torch.int64, device=a[0].device)
-    words = sum(x.shape[1] for x in a)
-    for x, y in zip(a, b):
-        if measure == "frobenius":
-            total += _frobenius(x, y)
-        elif measure == "js":
-            total += _js_rows(x, y)
-        else:
-            rho_sum, live = _pearson_rows(x, y)
-            total += rho_sum
-            count += live
-    if measure == "frobenius":
-        values = total / len(a)
-    elif measure == "js":
-        values = total / words
-    else:
-        values = torch.where(count > 0, total / count.clamp_min(1), torch.nan)
-    info = {"measure": measure, "kind": MEASURES[measure], "examples": len(a), "words": int(words),
-            "heads_a": heads_a, "heads_b": heads_b}
+    pairs = np.repeat(np.arange(len(a))[:, None], 2, axis=1)
+    totals, counts = (v.cpu().numpy() for v in _terms(a, b, measure, pairs))
+    count = counts.sum(axis=0)
+    values = _combine(totals.sum(axis=0), count, measure)
+    words = int(a.lengths.sum())
+    info = {"measure": measure, "kind": MEASURES[measure], "examples": len(a), "words": words,
+            "heads_a": a.heads, "heads_b": b.heads}
     if measure == "pearson":
-        info["rows_left_out_min"] = int(words - count.max().item())
-        info["rows_left_out_max"] = int(words - count.min().item())
-    return values.cpu().numpy(), info
+        info["rows_left_out_min"] = int(words - count.max())
+        info["rows_left_out_max"] = int(words - count.min())
+    return values, info
 
 
 def head_similarity(A: Sequence, B: Sequence, measure: str, *, tol: float = ROW_TOLERANCE) -> np.ndarray:
@@ -187,8 +414,9 @@ def head_similarity(A: Sequence, B: Sequence, measure: str, *, tol: float = ROW_
       maps (Wu et al.'s released code gives ≈ 0.88 there; reprsim does not repeat that).
     - js: mean over all words of ½KL(p‖m) + ½KL(q‖m), m = (p + q)/2, natural log, 0·log 0 = 0
       (a divergence in [0, ln 2]; 0 for identical maps).
-    Vectorised over heads and words; sentences are looped (their t_i differ). For a permutation
-    null, call it with B's sentences re-paired among sentences of equal length.
+    Sentences of equal length are stacked and computed together (head_terms; combine_terms gives
+    the value on any subset of sentences from the same terms). For a permutation null, pair B's
+    sentences anew among sentences of equal length (head_terms' `pairs`).
     """
     return _scores(A, B, measure, tol)[0]
 
@@ -238,8 +466,7 @@ def distributed(A: Sequence, *, tol: float = ROW_TOLERANCE) -> np.ndarray:
     A_i[h, j, k]). Wu et al.'s attention representation for distributed similarity (§3.5). Rows are
     checked as in head_similarity but the weights are returned as given (not renormalised)."""
     maps = _side(A, "A", None, tol, normalise=False)
-    heads = maps[0].shape[0]
-    return torch.cat([x.reshape(heads, -1).T for x in maps]).cpu().numpy()
+    return torch.cat([maps.example(i).reshape(maps.heads, -1).T for i in range(len(maps))]).cpu().numpy()
 
 
 def distributed_similarity(A: Sequence, B: Sequence, measure: str = "cka", *, tol: float = ROW_TOLERANCE,

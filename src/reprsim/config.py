@@ -130,9 +130,17 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
                 )
         if source == "finetune" and spec.get("steps") is not None and spec.get("epochs") is not None:
             yield f"{key}: give steps or epochs, not both (steps {spec['steps']}, epochs {spec['epochs']})"
-        if source == "init" and spec.get("tokenizer") not in models:
+        tokenizer = spec.get("tokenizer")
+        if source == "init" and isinstance(tokenizer, dict):
+            trained_on = tokenizer.get("train", {}).get("dataset")
+            if trained_on not in datasets:
+                yield (
+                    f"key '{key}.tokenizer.train.dataset' is {trained_on!r}, which is not a dataset "
+                    f"in this config; defined datasets: {', '.join(sorted(datasets))}"
+                )
+        elif source == "init" and tokenizer not in models:
             yield (
-                f"key '{key}.tokenizer' is {spec.get('tokenizer')!r}, which is not a model "
+                f"key '{key}.tokenizer' is {tokenizer!r}, which is not a model "
                 f"in this config; defined models: {', '.join(sorted(models))}"
             )
     for name in config.get("extraction", {}).get("datasets", None) or []:
@@ -149,6 +157,8 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
     if distance in measures and measures[distance]["measure"] != "cka":
         yield f"key 'report.distance_measure' is {distance!r}, a {measures[distance]['measure']} measure; it must name a cka measure"
     yield from _align_errors(config.get("align", {}), models)
+    yield from _token_pair_errors(config, models)
+    yield from _detail_errors(config, models, measures)
     extracted = config.get("extraction", {}).get("splits", [])
     wanted = {"similarity.split": config.get("similarity", {}).get("split")}
     align = config.get("align", {})
@@ -180,6 +190,45 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
     yield from _architecture_errors(models)
 
 
+def detail_splits(extraction: dict, split: str | None) -> list[str]:
+    """extraction.detail_splits, where null means the compared split (similarity.split) if it is extracted."""
+    chosen = extraction.get("detail_splits")
+    if chosen is None:
+        return [split] if split in extraction.get("splits", []) else []
+    return list(chosen)
+
+
+def _detail_errors(config: dict, models: dict, measures: dict) -> Iterator[str]:
+    """Word-level and attention pair jobs read what extraction stores for its detail splits."""
+    extraction, similarity = config.get("extraction", {}), config.get("similarity", {})
+    split = similarity.get("split")
+    detail = detail_splits(extraction, split)
+    for name in detail:
+        if name not in extraction.get("splits", []):
+            yield (f"key 'extraction.detail_splits' names {name!r}, which extraction.splits = "
+                   f"{extraction.get('splits')} does not extract; add it there")
+    attention = similarity.get("attention")
+    users = (["similarity.representations: word"] if "word" in similarity.get("representations", []) else []) + (
+        ["similarity.attention"] if attention else [])
+    for user in users:
+        if split not in detail:
+            yield (f"{user} compares words of similarity.split = {split!r}, but extraction.detail_splits = "
+                   f"{detail} stores words only for those splits; add {split!r} there")
+    for label in similarity.get("word", {}).get("measures") or []:
+        if label not in measures:
+            yield (f"key 'similarity.word.measures' names {label!r}, which is not a measure in this config; "
+                   f"defined measures: {', '.join(sorted(measures))}")
+    if attention and not extraction.get("attention"):
+        yield "similarity.attention compares attention maps, which extraction.attention: true stores; set it"
+    named = [("similarity.attention.pairs", pair) for pair in (attention or {}).get("pairs") or []]
+    named += [("similarity.word.pairs", pair) for pair in similarity.get("word", {}).get("pairs") or []]
+    for key, pair in named:
+        for name in pair:
+            if name not in models:
+                yield (f"key '{key}' names {name!r}, which is not a model in this config; "
+                       f"defined models: {', '.join(sorted(models))}")
+
+
 def _align_errors(align: dict, models: dict) -> Iterator[str]:
     """The models the aligner stage names (the schema checks the aligners' parameters)."""
     if not align.get("enabled"):
@@ -192,6 +241,22 @@ def _align_errors(align: dict, models: dict) -> Iterator[str]:
     for pair in align.get("pairs") or []:
         if len(pair) == 2 and pair[0] == pair[1]:
             yield f"key 'align.pairs' pairs {pair[0]!r} with itself; name two different models"
+
+
+def _token_pair_errors(config: dict, models: dict) -> Iterator[str]:
+    """similarity.tokens: the models it pairs, and the token-level states it reads. Whether two models share a
+    tokenizer shows only in their stores, so the job refuses a pair that does not."""
+    tokens = config.get("similarity", {}).get("tokens")
+    if not tokens:
+        return
+    if not config.get("extraction", {}).get("tokens"):
+        yield ("similarity.tokens needs extraction.tokens: true (token-level hidden states in the stores); "
+               "set extraction.tokens: true or similarity.tokens: null")
+    for pair in tokens.get("pairs") or []:
+        for name in pair:
+            if name not in models:
+                yield (f"key 'similarity.tokens.pairs' names {name!r}, which is not a model in this config; "
+                       f"defined models: {', '.join(sorted(models))}")
 
 
 def _expand_seeds(config: dict, written: dict[str, str]) -> Iterator[str]:
@@ -214,8 +279,8 @@ def _expand_seeds(config: dict, written: dict[str, str]) -> Iterator[str]:
             written[child] = name
     for name, spec in expanded.items():
         for key in ("base", "tokenizer"):
-            target = spec.get(key)
-            if target in models and target not in expanded:
+            target = spec.get(key)  # a trained tokenizer ({train: ...}) names no model
+            if isinstance(target, str) and target in models and target not in expanded:
                 yield (f"key 'models.{written.get(name, name)}.{key}' is {target!r}, a seeds list; name one of its models "
                        f"({', '.join(n for n in expanded if n.startswith(target + '-s'))})")
     config["models"] = expanded
@@ -225,7 +290,8 @@ def _cycle_errors(models: dict) -> Iterator[str]:
     """A model derived (through base or tokenizer) from itself can never be built."""
     def parents(name: str) -> list[str]:
         spec = models.get(name, {})
-        return [p for p in (spec.get("base"), spec.get("tokenizer")) if p in models]
+        # a trained tokenizer ({train: ...}) depends on a dataset, not on a model
+        return [p for p in (spec.get("base"), spec.get("tokenizer")) if isinstance(p, str) and p in models]
 
     for start in models:
         seen, stack = set(), [(start, [start])]
@@ -384,6 +450,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     extraction = config["extraction"]
     if not extraction.get("datasets"):
         extraction["datasets"] = sorted(config["datasets"])
+    extraction["detail_splits"] = detail_splits(extraction, config["similarity"]["split"])
     for message in sample_size_warnings(config):
         warnings.warn(message, SampleSizeWarning, stacklevel=2)
     return config

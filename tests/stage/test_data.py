@@ -34,7 +34,7 @@ def test_prepare_builtin_layout(tmp_path):
     assert read_meta(tmp_path / "synth") == json.loads(json.dumps(meta))
     for split in SPLITS:
         frame = load_split(tmp_path / "synth", split)
-        assert list(frame.columns) == ["text", "text_pair", "label"]
+        assert list(frame.columns) == ["text", "text_pair", "label", "word_spans", "n_words"]
         assert frame["label"].dtype == "int64"
     again = prepare_dataset("synth", {"source": "builtin", "n_examples": 100, "seed": 0,
                                       "split_fractions": {"validation": 0.2, "test": 0.2}}, tmp_path / "again")
@@ -160,7 +160,7 @@ def test_sst2_sample_layout_sizes_and_labels(tmp_path):
     texts = {}
     for split in SPLITS:
         frame = load_split(tmp_path / "sst2", split)
-        assert list(frame.columns) == ["text", "text_pair", "label"]
+        assert list(frame.columns) == ["text", "text_pair", "label", "word_spans", "n_words"]
         assert frame["label"].dtype == "int64"
         assert frame["text_pair"].isna().all()
         assert set(frame["label"]) == {0, 1}, split

@@ -126,3 +126,77 @@ def test_token_cka_refuses_different_tokenisations(extracted, tmp_path):
     ids[0] = ids[0] + 1
     with pytest.raises(ValueError, match="tokenised the inputs differently"):
         token_minibatch_cka(path, copy, batch_size=16)
+
+
+@pytest.fixture(scope="module", params=["bert", "gpt2"])
+def detailed(request, tiny_models, tiny_dataset, tmp_path_factory):
+    """A store with word rows and attention maps for the test split (float32 maps, to check sums)."""
+    out = tmp_path_factory.mktemp("detail") / f"{request.param}.zarr"
+    extract_activations(tiny_models[request.param], tiny_dataset, out, splits=["train", "test"], batch_size=7,
+                        max_length=24, chunk_tokens=50, detail_splits=["test"], attention=True,
+                        attention_dtype="float32", provenance={"model": request.param, "dataset": "tiny"})
+    return request.param, open_store(out)
+
+
+def test_word_rows_are_the_last_sub_word_of_each_data_word(detailed):
+    family, store = detailed
+    split, n_words = store["examples/split"][:], store["examples/n_words"][:]
+    test = split == store.attrs["split_names"].index("test")
+    offsets = store["words/offsets"][:]
+    assert np.array_equal(np.diff(offsets), np.where(test, n_words, 0))  # only the detail split has words
+    tokens, word_ids = store["tokens/offsets"][:], store["tokens/word_ids"][:]
+    hidden, words = store["tokens/hidden"][:], store["words/hidden"][:]
+    for i in np.flatnonzero(test)[:5]:
+        ids = word_ids[tokens[i]:tokens[i + 1]]
+        for w in range(n_words[i]):
+            last = tokens[i] + np.flatnonzero(ids == w)
+            if len(last):  # the word's last sub-word token, every layer
+                np.testing.assert_array_equal(words[:, offsets[i] + w], hidden[:, last[-1]])
+            else:  # cut off by max_length: no token reached it
+                assert np.isnan(words[:, offsets[i] + w]).all()
+    assert store.attrs["words"]["words"] == offsets[-1] and store.attrs["word_pooling"] == "last"
+
+
+def test_attention_maps_are_row_distributions_over_the_example_s_own_tokens(detailed):
+    family, store = detailed
+    heads, blocks = 2, {"bert": 2, "gpt2": 3}[family]
+    assert store.attrs["attention"] == {"layers": blocks, "heads": heads, "dtype": "float32", "splits": ["test"],
+                                        "layer_axis": "0 = block 1"}
+    lengths, n_words = store["examples/n_tokens"][:], store["examples/n_words"][:]
+    maps, offsets = store["attention/maps"][:], store["attention/offsets"][:]
+    word_maps, word_offsets = store["attention/word_maps"][:], store["attention/word_offsets"][:]
+    assert maps.shape[:2] == (blocks, heads) and offsets[-1] == maps.shape[2]
+    for i in np.flatnonzero(np.diff(offsets)):
+        t = lengths[i]
+        block = maps[:, :, offsets[i]:offsets[i + 1]].reshape(blocks, heads, t, t)
+        np.testing.assert_allclose(block.sum(-1), 1.0, atol=1e-5)
+        if family == "gpt2":  # causal: nothing above the diagonal, and the zeros are kept
+            assert np.all(block[..., np.triu_indices(t, 1)[0], np.triu_indices(t, 1)[1]] == 0)
+        w = n_words[i]
+        word_block = word_maps[:, :, word_offsets[i]:word_offsets[i + 1]].reshape(blocks, heads, w, w)
+        if np.isfinite(word_block).all():
+            np.testing.assert_allclose(word_block.sum(-1), 1.0, atol=1e-5)
+
+
+def test_attention_maps_match_the_model_s_own_output(detailed, tiny_models):
+    """The stored maps are transformers' attention weights for the example, padding removed."""
+    family, store = detailed
+    i = int(np.flatnonzero(np.diff(store["attention/offsets"][:]))[0])
+    t = int(store["examples/n_tokens"][i])
+    ids = store["tokens/input_ids"][:][store["tokens/offsets"][:][i]:store["tokens/offsets"][:][i] + t]
+    model = load_encoder(tiny_models[family], torch.device("cpu"), attention=True)
+    with torch.no_grad():
+        out = model(input_ids=torch.as_tensor(ids)[None], output_attentions=True)
+    o = store["attention/offsets"][:]
+    stored = store["attention/maps"][:, :, o[i]:o[i + 1]].reshape(len(out.attentions), -1, t, t)
+    np.testing.assert_allclose(stored, torch.stack(out.attentions)[:, 0].numpy(), atol=1e-5)
+
+
+def test_attention_above_its_size_limit_is_refused_before_any_forward_pass(tiny_models, tiny_dataset, tmp_path):
+    with pytest.raises(ValueError, match=r"attention maps would take .* GB, above extraction.attention_max_gb = 1e-06"):
+        extract_activations(tiny_models["bert"], tiny_dataset, tmp_path / "big.zarr", splits=["test"],
+                            detail_splits=["test"], attention=True, attention_max_gb=1e-6)
+    assert not (tmp_path / "big.zarr").exists()
+    with pytest.raises(ValueError, match=r"detail split\(s\) \['validation'\] are not extracted"):
+        extract_activations(tiny_models["bert"], tiny_dataset, tmp_path / "x.zarr", splits=["test"],
+                            detail_splits=["validation"])

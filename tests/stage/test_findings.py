@@ -4,6 +4,8 @@ applicable" with a reason, and the parquet and CSV say the same."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from reprsim.stages.findings.claims import CLAIMS, findings
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
 from reprsim.stages.findings.intervals import newcombe, t_interval
-from reprsim.stages.findings.profiles import (adjacent_layers, finetuning_changes_upper_layers, halves,
+from reprsim.stages.findings.profiles import (finetuning_changes_upper_attention,
+                                              adjacent_layers, finetuning_changes_upper_layers, halves,
                                               lower_layers_across_seeds)
 from reprsim.stages.findings.relations import finetuned_from, groups, seed_pairs
 from reprsim.stages.findings.table import COLUMNS, verdict, write_findings
@@ -195,6 +198,22 @@ def test_finetuning_changes_upper_layers(kind):
     assert row["verdict"] == kind and row["models"] == "ft vs orig"
 
 
+@pytest.mark.parametrize("kind", ["supported", "contradicted", "inconclusive"])
+def test_finetuning_changes_upper_attention(kind):
+    """The same statistic on the attention tables (blocks 1..L, the distributed attention CKA label)."""
+    shape = diagonal(kind, 0.95, 0.4)
+    made = pair_tables({"orig": 4, "ft": 4}, lambda a, b, i, j: shape(i) if a != b and i == j else 0.3,
+                       noise=0.05 if kind == "inconclusive" else 0.005)
+    tables = Tables(attention=made.pairs.assign(measure="attn_cka", representation="attention"),
+                    attention_replicates=made.replicates.assign(measure="attn_cka", representation="attention"))
+    specs = {"orig": ORIG, "ft": finetuned(1)}
+    row = only(finetuning_changes_upper_attention(tables, setup(specs, attention_measure="attn_cka")))
+    assert row["verdict"] == kind and row["models"] == "ft vs orig" and row["representation"] == "attention"
+    assert row["measure"] == "attn_cka"
+    absent = only(finetuning_changes_upper_attention(Tables(), setup(specs)))
+    assert absent["verdict"] == "not applicable" and "similarity.attention" in absent["reason"]
+
+
 def test_finetuning_claims_not_applicable_without_a_finetuned_model():
     tables = pair_tables({"a": 4}, lambda *_: 0.5)
     for claim in (finetuning_changes_upper_layers, two_block_structure):
@@ -334,7 +353,7 @@ def test_groups_closer_within(kind, near, far):
 def test_groups_not_applicable_with_one_group():
     tables = pair_tables({"s0": 2, "s1": 2}, lambda *_: 0.5)
     row = only(groups_closer_within(tables, setup({"s0": init(0), "s1": init(1)})))
-    assert row["verdict"] == "not applicable" and "one group" in row["reason"]
+    assert row["verdict"] == "not applicable" and "models of different groups" in row["reason"]
 
 
 # ----------------------------------------------------------------- the whole table
@@ -364,8 +383,22 @@ def config_like_tables(config_path="config/config.yaml", seed=0) -> tuple[Tables
                     skip=pd.concat([skip_table(m, {1: 0.81, depth[m]: 0.76}, depth=depth[m]) for m in tuned]),
                     truncation=pd.concat([truncation_table(m, 0.81, 0.76, depth=depth[m]) for m in tuned]),
                     aligners=align.aligners, aligner_rows=align.aligner_rows)
+    attention = config["similarity"]["attention"]
+    if attention:  # attention tables of its pairs: blocks 1..L, the distributed attention CKA label
+        pairs = sorted({tuple(sorted(p)) for p in attention["pairs"]})
+        label = next(label for label, spec in attention["measures"].items() if spec["measure"] == "cka")
+        attended = pair_tables({m: depth[m] for pair in pairs for m in pair},
+                               lambda a, b, i, j: float(rng.uniform(0.2, 0.9)), noise=0.01)
+
+        def keep(frame):
+            return frame[[tuple(sorted(p)) in pairs for p in zip(frame["model_a"], frame["model_b"])]]
+
+        tables = dataclasses.replace(
+            tables, attention=keep(attended.pairs).assign(measure=label, representation="attention"),
+            attention_replicates=keep(attended.replicates).assign(measure=label, representation="attention"))
     aligners = {label: spec["aligner"] for label, spec in config["align"]["aligners"].items()}
-    return tables, Setup(models=config["models"], measure="linear_cka", aligners=aligners, resamples=R)
+    return tables, Setup(models=config["models"], measure="linear_cka", aligners=aligners, resamples=R,
+                         attention_measure=label if attention else None)
 
 
 @pytest.mark.parametrize("config_path", sorted(SHAPES))
@@ -373,7 +406,8 @@ def test_the_shipped_configurations_test_enough_claims(config_path):
     table = findings(*config_like_tables(config_path))
     assert list(table.columns) == COLUMNS and len(table) == len(CLAIMS) >= 6
     applicable = table[table["verdict"] != "not applicable"]
-    assert len(applicable) >= 4 and len(applicable) == len(table)
+    attention = yaml.safe_load((REPO / config_path).read_text())["similarity"].get("attention")
+    assert len(applicable) >= 4 and len(applicable) == len(table) - (0 if attention else 1)
     assert np.isfinite(applicable[["estimate", "ci_low", "ci_high"]]).all().all()
     assert (applicable["ci_low"] <= applicable["estimate"]).all() and (applicable["estimate"] <= applicable["ci_high"]).all()
     assert table["reason"].str.len().gt(0).all() and table["claim_id"].is_unique
@@ -391,3 +425,17 @@ def test_csv_and_parquet_agree(tmp_path):
     pd.testing.assert_frame_equal(parquet, table)
     pd.testing.assert_frame_equal(csv, parquet, check_dtype=False)
     assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_claims_read_only_the_pairs_a_representation_compares():
+    """Word level may compare fewer pairs (similarity.word.pairs): a claim uses those, or says it cannot."""
+    specs = {"s0": init(0), "s1": init(1), "orig": ORIG, "ft": finetuned(1)}
+    made = pair_tables({"s0": 4, "s1": 4, "orig": 4, "ft": 4}, lambda a, b, i, j: 1.0 if a == b and i == j else 0.5)
+    kept = {("s0", "s1"), ("ft", "orig"), ("orig", "orig")}
+    tables = Tables(**{name: frame[[pair in kept for pair in zip(frame["model_a"], frame["model_b"])]]
+                       for name, frame in (("pairs", made.pairs), ("replicates", made.replicates))})
+    assert only(adjacent_layers(tables, setup(specs)))["models"] == "orig"  # the one self pair compared
+    assert only(lower_layers_across_seeds(tables, setup(specs)))["models"] == "s0 vs s1"
+    assert only(finetuning_changes_upper_layers(tables, setup(specs)))["models"] == "ft vs orig"
+    assert only(two_block_structure(tables, setup(specs)))["verdict"] == "not applicable"  # ft with itself: absent
+    assert "models of different groups" in only(groups_closer_within(tables, setup(specs)))["reason"]

@@ -24,7 +24,8 @@ from reprsim.stages.report.html import PAGES, ReportInputs, _paragraphs, build_r
 CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / "report" / "captions"
 PNG = b"\x89PNG\r\n\x1a\n"
 MAIN_HEADINGS = ["Findings", "Model × model summary per measure family", "Model distance and clustering", "Provenance"]
-FILES = {"index": "index.html", "pairs": "pairs.html", "models": "models.html", "alignment": "alignment.html"}
+FILES = {"index": "index.html", "pairs": "pairs.html", "models": "models.html", "alignment": "alignment.html",
+         "attention": "attention.html"}
 FT = ["tiny-ft-s1", "tiny-ft-s2"]
 MODELS = ["tiny-bert", *FT]
 PAIRS = [("tiny-bert", "tiny-ft-s1"), ("tiny-bert", "tiny-ft-s2"), ("tiny-ft-s1", "tiny-ft-s2")]
@@ -143,6 +144,19 @@ def inputs(tmp_path) -> dict:
              "dataset": "tiny", "split": "test", "n": 15}
             for s, t in (("tiny-ft-s1", "tiny-ft-s2"), ("tiny-ft-s2", "tiny-ft-s1"))
             for method in ("target model", "linear", "random label") for metric in ("accuracy", "matthews_correlation")])],
+        "token_tables": [_parquet(r / "tables" / "token_pairs.parquet", [
+            {"dataset": "tiny", "model_a": "tiny-bert", "model_b": "tiny-ft-s1", "layer_a": la, "layer_b": lb,
+             "value": 0.8, "ci_low": 0.75, "ci_high": 0.85, "null_mean": 0.01, "beyond_chance": True, "n": 512}
+            for la in range(3) for lb in range(3)])],
+        "attention": [_parquet(r / "tables" / "attention.parquet", [
+            {"dataset": "tiny", "model_a": "tiny-bert", "model_b": b, "layer_a": la, "layer_b": lb,
+             "measure": "attn_pearson", "direction": direction, "value": 0.9 - 0.2 * la, "ci_low": 0.85 - 0.2 * la,
+             "ci_high": 0.95 - 0.2 * la, "null_mean": 0.3, "beyond_chance": True, "n": 12}
+            for b in FT for la in (1, 2) for lb in (1, 2) for direction in ("a->b", "b->a")])],
+        "attention_heatmaps": [_png(r / "figures" / "pairs" / "attention" / "tiny" / f"tiny-bert__{m}.png") for m in FT],
+        "attention_head_figures": [_png(r / "figures" / "pairs" / "attention" / "tiny" / f"tiny-bert__{m}.heads.png")
+                                   for m in FT],
+        "attention_layer_figures": [_png(r / "figures" / "summary" / "attention_layers" / "tiny.png")],
     }
 
 
@@ -170,7 +184,7 @@ def _h2(page: str) -> list[str]:
 
 
 def _figure_inputs(named: dict) -> int:
-    return sum(len(paths) for name, paths in named.items() if name == "heatmaps" or "figure" in name)
+    return sum(len(paths) for name, paths in named.items() if name.endswith("heatmaps") or "figure" in name)
 
 
 def test_the_main_page_leads_with_what_was_compared_then_the_findings(tmp_path, inputs):
@@ -211,7 +225,7 @@ def test_contents_and_links_resolve(tmp_path, inputs):
     files = {FILES[name]: name for name in pages}
     toc = pages["index"].split("<nav class='toc'>", 1)[1].split("</nav>", 1)[0]
     assert re.findall(r"href='#([^']+)'", toc) == ["findings", "summary", "distance", "provenance"]
-    assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html"]
+    assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html", "attention.html"]
     for name, page in pages.items():
         assert not re.search(r"(src|href)=['\"](?!data:image/png;base64,|#|[\w-]+\.html)", page), name  # self-contained
         for target, anchor in re.findall(r"href='([\w-]+\.html)?#?([^']*)'", page):
@@ -225,14 +239,14 @@ def test_every_figure_is_embedded_once_as_a_valid_png(tmp_path, inputs):
     pages = _report(tmp_path, inputs)
     images = [data for page in pages.values()
               for data in re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
-    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 11
+    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 16
     for data in images:
         raw = base64.b64decode(data, validate=True)
         assert raw.startswith(PNG)
         Image.open(io.BytesIO(raw)).verify()
     assert pages["index"].count("<img") == 2  # the model × model summary and the model distance figure
     assert pages["pairs"].count("<img") == 2 and pages["models"].count("<img") == 6
-    assert pages["alignment"].count("<img") == 1
+    assert pages["alignment"].count("<img") == 1 and pages["attention"].count("<img") == 5
     # every figure's caption gives n and the chance level
     for page in pages.values():
         for text in re.findall(r"<figcaption>(.*?)</figcaption>", page, re.S):
@@ -242,7 +256,8 @@ def test_every_figure_is_embedded_once_as_a_valid_png(tmp_path, inputs):
 
 def test_detail_pages_hold_the_rest(tmp_path, inputs):
     pages = _report(tmp_path, inputs)
-    assert _h2(pages["pairs"]) == ["Summary per model pair (mean over matching layers)", "Layer-by-layer similarity"]
+    assert _h2(pages["pairs"]) == ["Summary per model pair (mean over matching layers)", "Layer-by-layer similarity",
+                                   "Token level (minibatch CKA)"]
     assert "<nav class='pairs'>" in pages["pairs"] and pages["pairs"].count("<h3 id='pair-mean-tiny-") == 2
     header, *rows = _first_table(pages["pairs"].split("<h2 id='pair-summary'>")[1])
     assert {"beyond chance", "chance", "warning", "mean [90% interval]"} <= set(header) and len(rows) == 9
@@ -293,7 +308,7 @@ def test_named_inputs_and_the_pages_the_rule_asks_for(tmp_path, inputs):
         ReportInputs.from_named({**inputs, "alignment": []}, title="t")
     # the rule's outputs and the inputs must agree: no page with content left out, none empty
     with pytest.raises(ValueError, match=r"no output \['alignment'\]"):
-        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models"))
+        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models", "attention"))
     with pytest.raises(ValueError, match=r"nothing to show \['alignment'\]"):
         _report(tmp_path / "b", {k: v for k, v in inputs.items() if "align" not in k and "synthetic" not in k
                                  and "injection" not in k})
@@ -340,7 +355,7 @@ def test_heatmap_panels_hatch_the_cells_not_beyond_chance(tmp_path):
                           "measure": "linear_cka", "null_mean": 0.1, "beyond_chance": i + j > 1}
                          for i in range(3) for j in range(3)])
     fig, ax = plt.subplots()
-    figures._heatmap_panel(ax, rows, "linear CKA", "a", "b")
+    figures._heatmap_panel(ax, rows, "linear CKA", "a", "b", "cka")
     hatched = [p for p in ax.patches if p.get_hatch()]
     assert len(hatched) == 3 and "chance 0.10" in ax.get_title()
     plt.close(fig)
@@ -359,3 +374,18 @@ def test_an_undefined_panel_says_why():
     texts = [t.get_text() for t in ax.texts]
     assert texts.count("n/a") == 6 and any("k_x + k_y" in t for t in texts)
     plt.close(fig)
+
+
+def test_the_attention_page_quotes_matching_layers_with_interval_and_chance(tmp_path, inputs):
+    page = _report(tmp_path, inputs)["attention"]
+    assert _h2(page) == ["Matching layers along depth", "Every layer pair", "Head by head"]
+    rows = _first_table(page.split("Matching layers along depth", 1)[1])
+    assert rows[0] == ["dataset", "pair", "measure", "heads matched", "layers", "value [90% interval]", "chance",
+                       "beyond chance", "n (sentences)"]
+    # matching layers only (1/1 and 2/2), both directions, per fine-tuned model
+    assert len(rows) == 1 + 2 * 2 * 2 and {r[4] for r in rows[1:]} == {"1 / 1", "2 / 2"}
+    assert ["tiny", "tiny-bert vs tiny-ft-s1", "attn_pearson", "tiny-bert → tiny-ft-s1", "2 / 2",
+            "0.50 [0.45, 0.55]", "0.3", "yes", "12"] in rows
+    assert page.count("<img") == 1 + 2 + 2
+    tokens = _report(tmp_path / "t", inputs)["pairs"].split("Token level (minibatch CKA)", 1)[1]
+    assert ["tiny", "tiny-bert vs tiny-ft-s1", "0 / 1", "0.80 [0.75, 0.85]", "0.01", "yes", "512"] in _first_table(tokens)

@@ -6,7 +6,17 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import pearsonr
 
-from reprsim.attention import attnsim, best_heads, distributed, distributed_similarity, head_similarity
+import reprsim.attention as attention
+from reprsim.attention import (
+    attnsim,
+    best_heads,
+    combine_terms,
+    distributed,
+    distributed_similarity,
+    head_similarity,
+    head_terms,
+    prepare,
+)
 from reprsim.metrics import compute
 
 LENGTHS = (1, 3, 5, 8, 2)
@@ -147,6 +157,80 @@ def test_float16_and_torch_inputs():
     A16 = [a.astype(np.float16) for a in A]  # stored maps: rows sum to 1 only within ~1e-3
     S = head_similarity(A16, [torch.tensor(b) for b in B], "js")
     np.testing.assert_allclose(S, loop_js([a.astype(np.float64) for a in A16], B), rtol=1e-10, atol=1e-12)
+
+
+# ---- per-sentence terms: subsets and re-pairings from one computation ---------------------------
+
+MIXED = (1, 3, 5, 8, 2, 5, 3, 8, 4, 5, 12, 3)
+
+
+@pytest.mark.parametrize("measure", sorted(LOOPS))
+def test_head_terms_combine_over_a_subset_equals_head_similarity(measure):
+    rng = np.random.default_rng(20)
+    A = softmax_maps(rng, 3, lengths=MIXED, causal=True)
+    B = softmax_maps(rng, 4, lengths=MIXED)
+    totals, counts = head_terms(A, B, measure)
+    assert totals.shape == counts.shape == (len(MIXED), 3, 4) and totals.dtype == np.float64
+    if measure == "frobenius":
+        assert np.all(counts == 1)
+    elif measure == "js":
+        np.testing.assert_array_equal(counts, np.broadcast_to(np.array(MIXED)[:, None, None], counts.shape))
+    np.testing.assert_allclose(combine_terms(totals, counts, measure), head_similarity(A, B, measure),
+                               rtol=1e-12, atol=1e-14)
+    for _ in range(3):
+        subset = np.sort(rng.choice(len(MIXED), size=5, replace=False))
+        expected = head_similarity([A[i] for i in subset], [B[i] for i in subset], measure)
+        np.testing.assert_allclose(combine_terms(totals[subset], counts[subset], measure), expected,
+                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(expected, LOOPS[measure]([A[i] for i in subset], [B[i] for i in subset]),
+                                   rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("measure", sorted(LOOPS))
+def test_head_terms_pairs_re_pair_equal_lengths(measure):
+    rng = np.random.default_rng(21)
+    A = softmax_maps(rng, 2, lengths=MIXED, causal=True)
+    B = softmax_maps(rng, 3, lengths=MIXED, causal=True)
+    # a permutation within equal lengths: 5s at 2, 5, 9; 3s at 1, 6, 11; 8s at 3, 7
+    perm = np.arange(len(MIXED))
+    perm[[2, 5, 9]] = [5, 9, 2]
+    perm[[1, 6, 11]] = [11, 1, 6]
+    perm[[3, 7]] = [7, 3]
+    pairs = np.column_stack([np.arange(len(MIXED)), perm])
+    totals, counts = head_terms(prepare(A), prepare(B, name="B"), measure, pairs=pairs)
+    want_totals, want_counts = head_terms(A, [B[j] for j in perm], measure)
+    np.testing.assert_allclose(totals, want_totals, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(counts, want_counts)
+    with pytest.raises(ValueError, match=r"pairs A\[0\] \(t=1\) with B\[1\] \(t=3\)"):
+        head_terms(A, B, measure, pairs=[[0, 1]])
+    with pytest.raises(ValueError, match="must index"):
+        head_terms(A, B, measure, pairs=[[0, len(MIXED)]])
+
+
+@pytest.mark.parametrize("measure", sorted(LOOPS))
+def test_small_blocks_match_loop(measure, monkeypatch):
+    # blocks smaller than one pair's (H_a, H_b, t, t) grid split the heads of A too
+    monkeypatch.setattr(attention, "_CHUNK_ELEMENTS", 40)
+    rng = np.random.default_rng(22)
+    A = softmax_maps(rng, 3, lengths=MIXED, causal=True)
+    B = softmax_maps(rng, 2, lengths=MIXED)
+    np.testing.assert_allclose(head_similarity(A, B, measure), LOOPS[measure](A, B), rtol=1e-10, atol=1e-12)
+
+
+def test_identical_maps_batched_exact():
+    # many sentences of one length go through one stacked computation; near-identical heads
+    # take frobenius's exact path
+    rng = np.random.default_rng(23)
+    A = softmax_maps(rng, 4, lengths=(7,) * 9 + (3,) * 4, causal=True)
+    near = [a.copy() for a in A]
+    near[0][1, 2, 0] += 1e-6
+    near[0][1, 2] /= near[0][1, 2].sum()
+    for measure in ("js", "frobenius"):
+        totals, _ = head_terms(A, [a.copy() for a in A], measure)
+        assert np.all(np.diagonal(totals, axis1=1, axis2=2) == 0.0)
+        np.testing.assert_allclose(head_similarity(A, near, measure), LOOPS[measure](A, near), rtol=1e-10, atol=1e-15)
+    assert head_similarity(A, near, "frobenius")[1, 1] > 0
+    np.testing.assert_allclose(np.diag(head_similarity(A, A, "pearson")), 1.0, atol=1e-12)
 
 
 # ---- best-head reductions ---------------------------------------------------------------------

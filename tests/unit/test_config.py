@@ -34,8 +34,13 @@ def test_shipped_configs_are_valid(path):
 def test_defaults_are_filled(default_config):
     del default_config["extraction"]
     del default_config["measures"]
+    for key in ("word", "attention"):  # they name measures and extraction settings deleted above
+        del default_config["similarity"][key]
     config = validate_config(default_config)
     assert config["extraction"]["batch_size"] == 32
+    # words (and, when asked, attention) are stored for the compared split only
+    assert config["extraction"]["detail_splits"] == ["test"] and config["extraction"]["attention"] is False
+    assert config["similarity"]["word"]["measures"] is None and config["similarity"]["attention"] is None
     assert config["extraction"]["poolings"] == ["mean", "cls", "last"]
     assert config["models"]["minilm-ft-s1"]["warmup_fraction"] == 0.1
     assert config["measures"] == {"linear_cka": {"measure": "cka", "params": {"kernel": "linear", "estimator": "biased"},
@@ -207,6 +212,7 @@ def test_the_validator_warns_when_the_similarity_rows_are_too_few_for_a_measure(
         "knn": {"measure": "mutual_knn", "params": {"k": 150}},
         "fine": {"measure": "svcca", "params": {"pca_dims": 8}},  # 200 ≥ 5 · 16
     }
+    default_config["similarity"]["word"]["measures"] = None
     with pytest.warns(SampleSizeWarning) as caught:
         validate_config(default_config)
     messages = [str(w.message) for w in caught]
@@ -343,6 +349,7 @@ def test_a_named_distance_measure_must_exist(default_config):
     # the default names linear_cka, which a config need not define: then there are no model distances
     del default_config["report"]["distance_measure"]
     del default_config["measures"]["linear_cka"]
+    default_config["similarity"]["word"]["measures"] = ["unbiased_cka"]
     validate_config(default_config)
 
 
@@ -353,3 +360,18 @@ def test_validation_imports_neither_torch_nor_transformers():
               "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_word_and_attention_jobs_need_what_extraction_stores(default_config):
+    default_config["extraction"]["attention"] = False
+    default_config["extraction"]["detail_splits"] = ["validation"]
+    default_config["similarity"]["word"]["measures"] = ["linear_cka", "lin_cka"]
+    default_config["similarity"]["attention"]["pairs"] = [["minilm", "bert-big"]]
+    message = problems_of(default_config)
+    assert "similarity.representations: word compares words of similarity.split = 'test', but " \
+           "extraction.detail_splits = ['validation']" in message
+    assert "key 'similarity.word.measures' names 'lin_cka', which is not a measure in this config" in message
+    assert "similarity.attention compares attention maps, which extraction.attention: true stores" in message
+    assert "key 'similarity.attention.pairs' names 'bert-big', which is not a model" in message
+    default_config["extraction"]["splits"] = ["train", "test"]
+    assert "key 'extraction.detail_splits' names 'validation', which extraction.splits" in problems_of(default_config)

@@ -29,6 +29,7 @@ BASES = {
     # local and hub datasets (files, columns, label_names, splits), freeze, seed lists
     "glue-local": REPO / "config" / "examples" / "glue-local.yaml",
     "glue-hub": REPO / "config" / "examples" / "glue-hub.yaml",
+    "cross-tokenizer": REPO / "config" / "examples" / "cross-tokenizer.yaml",
 }
 SEED = 14
 SAMPLED = 240  # of the ~3,100 wrong-type mutations (all pass; a sample keeps this to seconds); the rest run in full
@@ -46,6 +47,10 @@ NULLABLE = (
     "models.package.subdir",
     "datasets.*.max_examples", "datasets.local.data_root", "datasets.hf.config", "datasets.hf.revision",
     "datasets.*.columns.text_pair",
+    "extraction.detail_splits", "similarity.word.pairs", "similarity.word.measures", "similarity.word.max_words",
+    "similarity.word.permutations", "similarity.word.resamples", "similarity.attention",
+    "similarity.attention.pairs", "similarity.attention.max_examples", "similarity.tokens",
+    "similarity.tokens.max_tokens",
 )
 NUMBER = (  # a float where an int is written is still valid
     "similarity.intervals.confidence", "finetune_eval.heads.epochs", "finetune_eval.heads.learning_rate",

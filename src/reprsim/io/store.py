@@ -165,6 +165,30 @@ def pooled_rows(store: ActivationStore, pooling: str, split: str | None = None) 
     return values[:, rows[0]:rows[-1] + 1]  # splits are stored contiguously
 
 
+def split_examples(store: ActivationStore, split: str) -> np.ndarray:
+    """Indices of the examples of `split` in the store (stored contiguously, in dataset row order)."""
+    names = store.attrs["split_names"]
+    if split not in names:
+        raise KeyError(f"store has no rows of split {split!r}; extracted splits: {names}")
+    return np.flatnonzero(store["examples/split"][:] == names.index(split))
+
+
+def word_rows(store: ActivationStore, examples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Word-level hidden states (layers, words, d) of `examples` (sorted indices, e.g. from
+    split_examples), and the example each word belongs to; NaN rows are words no token reached."""
+    if "words/hidden" not in store:
+        raise KeyError(f"{store.path} has no word-level hidden states; extract with the split in "
+                       "extraction.detail_splits (a fast tokenizer and a dataset prepared with words)")
+    offsets = store["words/offsets"][:]
+    counts = offsets[examples + 1] - offsets[examples]
+    if len(examples) and not counts.any():
+        raise KeyError(f"{store.path} has no word rows for these examples; add their split to extraction.detail_splits")
+    first, last = int(offsets[examples[0]]), int(offsets[examples[-1] + 1])
+    block = store["words/hidden"][:, first:last]  # one contiguous read, then the wanted words
+    keep = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in examples]) - first
+    return block[:, keep], np.repeat(examples, counts)
+
+
 CONSTANT = 1e-5  # relative spread below float32 rounding of stored activations
 
 
@@ -182,3 +206,43 @@ def constant_layers(rep: np.ndarray) -> np.ndarray:
         return np.linalg.norm(layer - layer.mean(axis=0)) <= CONSTANT * np.linalg.norm(layer)
 
     return np.array([constant(layer) for layer in rep], dtype=bool)
+
+
+ATTENTION_ARRAYS = {"token": ("attention/offsets", "attention/maps"),
+                    "word": ("attention/word_offsets", "attention/word_maps")}
+
+
+def attention_maps(store: ActivationStore, layer: int, examples: np.ndarray, level: str = "word") -> list[np.ndarray]:
+    """Attention maps (heads, t, t) of attention layer `layer` (1-based: the maps of block `layer`) for
+    the example indices `examples`, in their order: float32 (float64 when stored so), at `level`
+    "word" (attention/word_maps: the dataset's words, special tokens dropped, rows renormalised; NaN
+    rows where a word got no token) or "token" (attention/maps). Reads one contiguous span of columns,
+    the one covering the examples. An example outside the extracted splits owns no entries: (heads, 0, 0).
+    """
+    if level not in ATTENTION_ARRAYS:
+        raise ValueError(f"attention level must be one of {sorted(ATTENTION_ARRAYS)}; got {level!r}")
+    offsets_name, maps_name = ATTENTION_ARRAYS[level]
+    missing = [name for name in (offsets_name, maps_name) if name not in store]
+    if missing:
+        raise KeyError(f"activation store {store.path} has no {' or '.join(missing)}: its attention maps were "
+                       "not extracted; extract with extraction.attention: true (and the split in "
+                       "extraction.detail_splits)")
+    maps = store[maps_name]
+    if not 1 <= layer <= maps.shape[0]:
+        raise ValueError(f"attention layer {layer} is outside 1..{maps.shape[0]} ({store.path})")
+    examples = np.asarray(examples, dtype=np.int64).reshape(-1)
+    if len(examples) == 0:
+        return []
+    offsets = store[offsets_name][:]
+    if examples.min() < 0 or examples.max() >= len(offsets) - 1:
+        raise IndexError(f"example indices must be in 0..{len(offsets) - 2} ({store.path})")
+    starts, ends = offsets[examples], offsets[examples + 1]
+    lengths = np.sqrt(ends - starts).round().astype(np.int64)
+    if np.any(lengths * lengths != ends - starts):
+        raise ValueError(f"{store.path}: {offsets_name} gives an example a number of entries that is not t²")
+    first, last = int(starts.min()), int(ends.max())
+    block = maps[layer - 1, :, first:last]
+    dtype = np.float64 if block.dtype == np.float64 else np.float32
+    heads = block.shape[0]
+    return [block[:, s - first:e - first].reshape(heads, t, t).astype(dtype)
+            for s, e, t in zip(starts.tolist(), ends.tolist(), lengths.tolist())]

@@ -152,7 +152,7 @@ def gram_null_draws(Xs, Ys, permutations: list[torch.Tensor], kernel: str = "lin
     square_y = terms_y[0].reshape(-1, n, n)
     draws = []
     for p in permutations:
-        flat = square_y[:, p][:, :, p].reshape(len(square_y), -1)
+        flat = square_y[:, p[:, None], p[None, :]].reshape(len(square_y), -1)  # one gather, not two
         permuted = (flat,) if estimator == "biased" else (flat, terms_y[1], terms_y[2][:, p])
         draws.append(_normalise(_hsic_cross(terms_x, permuted, estimator, n), self_x, self_y))
     return torch.stack(draws)
@@ -237,34 +237,79 @@ class MinibatchHSIC:
 
     Feed batches with `add` (each (L, m, d) for both sides, the same m every time) and
     read `cka()`; memory is that of one batch, so token-level data can stream from disk.
+
+    With `keep_batches`, every batch's own HSIC₁ terms are kept too ((La, Lb) cross and (La,), (Lb,)
+    self terms each, in float64 on the CPU), so that the CKA of any subset of the batches (a half-sample
+    of them, for an interval) is a sum away: `cka(batches)`, `kept()`. `terms` and `pair_hsic` pair one
+    batch's Grams with another batch of the other side (a shifted pairing, for a chance level) without
+    building either Gram twice.
     """
 
-    def __init__(self, kernel: str = "linear", threshold: float = 1.0):
+    def __init__(self, kernel: str = "linear", threshold: float = 1.0, keep_batches: bool = False):
         self.kernel, self.threshold = kernel, threshold
         self.cross = self.self_x = self.self_y = 0
         self.batch_size: int | None = None
         self.batches = 0
+        self.keep_batches = keep_batches
+        self._kept: dict[str, list[torch.Tensor]] = {"cross": [], "self_x": [], "self_y": []}
+
+    def _size(self, m: int) -> None:
+        if self.batch_size is None:
+            _check(self.kernel, "unbiased", m)
+            self.batch_size = m
+
+    def terms(self, Zs, device=None, name: str = "Xs") -> tuple[torch.Tensor, ...]:
+        """The HSIC₁ terms of one side's batch (L, m, d): what `add_terms` and `pair_hsic` take."""
+        Zs = layers(Zs, device, name=name)
+        self._size(Zs.shape[1])
+        if Zs.shape[1] != self.batch_size:
+            raise ValueError(f"minibatch CKA needs equal batches of {self.batch_size} rows; got {Zs.shape[1]}")
+        return _hsic_terms(gram(Zs, self.kernel, self.threshold), "unbiased")
+
+    def pair_hsic(self, terms_x: tuple, terms_y: tuple) -> torch.Tensor:
+        """HSIC₁ of every layer pair (La, Lb) of two batches, from their `terms`."""
+        return _hsic_cross(terms_x, terms_y, "unbiased", self.batch_size)
 
     def add(self, Xs, Ys) -> None:
         Xs = layers(Xs, name="Xs")
         Ys = layers(Ys, Xs.device, name="Ys")
         m = Xs.shape[1]
-        if self.batch_size is None:
-            _check(self.kernel, "unbiased", m)
-            self.batch_size = m
+        self._size(m)
         if m != self.batch_size or Ys.shape[1] != m:
             raise ValueError(f"minibatch CKA needs equal batches of {self.batch_size} rows; got {m} and {Ys.shape[1]}")
-        terms_x = _hsic_terms(gram(Xs, self.kernel, self.threshold), "unbiased")
-        terms_y = _hsic_terms(gram(Ys, self.kernel, self.threshold), "unbiased")
-        self.cross = self.cross + _hsic_cross(terms_x, terms_y, "unbiased", m)
-        self.self_x = self.self_x + _hsic_self(terms_x, "unbiased", m)
-        self.self_y = self.self_y + _hsic_self(terms_y, "unbiased", m)
+        self.add_terms(self.terms(Xs), self.terms(Ys, name="Ys"))
+
+    def add_terms(self, terms_x: tuple, terms_y: tuple) -> None:
+        """Add one batch given both sides' `terms`."""
+        if self.batch_size is None:
+            raise ValueError("terms come from MinibatchHSIC.terms, which fixes the batch size")
+        cross = self.pair_hsic(terms_x, terms_y)
+        self_x = _hsic_self(terms_x, "unbiased", self.batch_size)
+        self_y = _hsic_self(terms_y, "unbiased", self.batch_size)
+        self.cross, self.self_x, self.self_y = self.cross + cross, self.self_x + self_x, self.self_y + self_y
+        if self.keep_batches:
+            for key, value in (("cross", cross), ("self_x", self_x), ("self_y", self_y)):
+                self._kept[key].append(value.detach().to("cpu", torch.float64))
         self.batches += 1
 
-    def cka(self) -> torch.Tensor:
+    def kept(self) -> dict[str, torch.Tensor]:
+        """Every batch's terms, stacked: cross (batches, La, Lb), self_x (batches, La), self_y (batches, Lb)."""
+        if not self.keep_batches:
+            raise ValueError("per-batch terms were not kept; make the accumulator with keep_batches=True")
         if not self.batches:
             raise ValueError("no batches were added")
-        return _normalise(self.cross, self.self_x, self.self_y)
+        return {key: torch.stack(values) for key, values in self._kept.items()}
+
+    def cka(self, batches=None) -> torch.Tensor:
+        """CKA over every batch added, or over the batches whose positions (in the order added) are `batches`
+        (needs keep_batches; a position listed twice counts twice)."""
+        if not self.batches:
+            raise ValueError("no batches were added")
+        if batches is None:
+            return _normalise(self.cross, self.self_x, self.self_y)
+        kept = self.kept()
+        index = torch.as_tensor(np.asarray(batches, dtype=np.int64))
+        return _normalise(*(kept[key][index].sum(dim=0) for key in ("cross", "self_x", "self_y")))
 
 
 def cka(X, Y, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0) -> float:

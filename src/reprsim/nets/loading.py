@@ -96,9 +96,10 @@ def _load(auto_class, model_dir: str | Path, device: torch.device, **config) -> 
     return model
 
 
-def load_encoder(model_dir: str | Path, device: torch.device) -> PreTrainedModel:
-    """The encoder (no task head) of a materialised model, in eval mode on `device`."""
-    return _load(AutoModel, model_dir, device)
+def load_encoder(model_dir: str | Path, device: torch.device, attention: bool = False) -> PreTrainedModel:
+    """The encoder (no task head) of a materialised model, in eval mode on `device`; with `attention`, in
+    transformers' eager attention, the implementation that returns attention weights."""
+    return _load(AutoModel, model_dir, device, **({"attn_implementation": "eager"} if attention else {}))
 
 
 def load_classifier(model_dir: str | Path, device: torch.device, **config):

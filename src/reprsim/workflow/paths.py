@@ -19,6 +19,21 @@ PAIR_TABLE = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parq
 # the pair job's half-sample replicates, long: layer_a, layer_b, measure, direction, replicate, value
 PAIR_RESAMPLES = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.resamples.parquet"
 PAIR_HEATMAP = "results/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.png"
+# token-level minibatch CKA (similarity.tokens) of two models that tokenise identically: the pair table's columns
+TOKEN_TABLE = "results/pairs/token/{dataset}/{model_a}__{model_b}.parquet"
+TOKEN_TABLES = "results/tables/token_pairs.parquet"
+
+# attention similarity (similarity.attention): per pair, the layer x layer table (pair-table columns), its
+# half-sample replicates, and the head x head detail of the chosen layer pairs; then all pairs in one
+ATTENTION_TABLE = "results/pairs/attention/{dataset}/{model_a}__{model_b}.parquet"
+ATTENTION_RESAMPLES = "results/pairs/attention/{dataset}/{model_a}__{model_b}.resamples.parquet"
+ATTENTION_HEADS = "results/pairs/attention/{dataset}/{model_a}__{model_b}.heads.parquet"
+ATTENTION_HEATMAP = "results/figures/pairs/attention/{dataset}/{model_a}__{model_b}.png"
+ATTENTION_HEADS_FIGURE = "results/figures/pairs/attention/{dataset}/{model_a}__{model_b}.heads.png"
+ATTENTION = "results/tables/attention.parquet"
+ATTENTION_RESAMPLES_ALL = "results/tables/attention_resamples.parquet"
+ATTENTION_HEADS_ALL = "results/tables/attention_heads.parquet"
+ATTENTION_LAYERS_FIGURE = "results/figures/summary/attention_layers/{dataset}.png"
 PAIRS = "results/tables/pairs.parquet"
 PAIR_RESAMPLES_ALL = "results/tables/pair_resamples.parquet"
 PAIR_SUMMARY = "results/tables/pair_summary.parquet"
@@ -53,6 +68,7 @@ REPORT = "results/report/index.html"
 REPORT_PAIRS = "results/report/pairs.html"
 REPORT_MODELS = "results/report/models.html"
 REPORT_ALIGNMENT = "results/report/alignment.html"
+REPORT_ATTENTION = "results/report/attention.html"
 
 
 def log(template: str) -> str:
@@ -70,6 +86,11 @@ MADE_BY = {
     MODEL: "materialize_model or finetune_model",
     STORE: "extract_activations",
     PAIR_TABLE: "compare_pair", PAIR_RESAMPLES: "compare_pair", PAIR_HEATMAP: "pair_heatmap",
+    TOKEN_TABLE: "token_cka", TOKEN_TABLES: "aggregate_tokens",
+    ATTENTION_TABLE: "compare_attention", ATTENTION_RESAMPLES: "compare_attention", ATTENTION_HEADS: "compare_attention",
+    ATTENTION_HEATMAP: "attention_heatmap", ATTENTION_HEADS_FIGURE: "attention_heads_figure",
+    ATTENTION: "aggregate_attention", ATTENTION_RESAMPLES_ALL: "aggregate_attention",
+    ATTENTION_HEADS_ALL: "aggregate_attention", ATTENTION_LAYERS_FIGURE: "attention_layers_figure",
     PAIRS: "aggregate_pairs", PAIR_RESAMPLES_ALL: "aggregate_pairs", PAIR_SUMMARY: "aggregate_pairs",
     MODEL_DISTANCES: "model_distances", LOCALIZATION: "localization_scores",
     MODEL_DISTANCE_FIGURE: "model_distance_figure", LOCALIZATION_FIGURE: "localization_figure",
@@ -81,6 +102,7 @@ MADE_BY = {
     FINDINGS: "findings", FINDINGS_CSV: "findings",
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
+    REPORT_ATTENTION: "report",
 }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reprsim.io.store import constant_layers, open_store, pooled_rows
+from reprsim.io.store import constant_layers, open_store, pooled_rows, split_examples, word_rows
 from reprsim.metrics import MEASURES, directed_null, directed_replicates
 from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
 
@@ -35,6 +35,31 @@ def _check_same_rows(store_a, store_b, split: str, names: tuple[str, str]) -> No
             f"{names[0]} and {names[1]} were extracted on different {split!r} rows "
             f"({len(rows[0])} vs {len(rows[1])}); re-extract both with the same settings"
         )
+
+
+def word_matrices(store_a, store_b, split: str, max_words: int | None, seed: int,
+                  names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Both stores' word rows (layers, words, d) for the words of `split`: whole sentences drawn in a
+    seeded order until `max_words` words (all with None), then only the words both models reached
+    (a word cut off by truncation in either has NaN rows). The two stores' word lists must agree,
+    example by example: they come from the dataset's segmentation, not the tokenizers."""
+    examples = split_examples(store_a, split)
+    counts = [store["examples/n_words"][:][examples] for store in (store_a, store_b)]
+    if not np.array_equal(*counts):
+        raise ValueError(f"{names[0]} and {names[1]} record different words for the {split!r} examples; "
+                         "were they extracted from the same prepared dataset?")
+    order = np.random.default_rng(seed).permutation(len(examples))
+    if max_words is not None:
+        enough = np.searchsorted(np.cumsum(counts[0][order]), max_words) + 1
+        order = order[:enough]
+    chosen = examples[np.sort(order)]
+    (X, owner), (Y, _) = word_rows(store_a, chosen), word_rows(store_b, chosen)
+    reached = np.isfinite(X).all(axis=(0, 2)) & np.isfinite(Y).all(axis=(0, 2))
+    meta = {"sentences": len(chosen), "sentences_in_split": len(examples), "words": int(reached.sum()),
+            "words_without_token": int((~reached).sum()), "max_words": max_words, "seed": seed,
+            "word_pooling": [store.attrs.get("word_pooling") for store in (store_a, store_b)],
+            "sentences_used": int(len(np.unique(owner[reached])))}
+    return X[:, reached], Y[:, reached], meta
 
 
 def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, constant_x: np.ndarray,
@@ -108,6 +133,7 @@ def compare_pair(
     measures: dict[str, dict],
     chance: dict | None = None,
     intervals: dict | None = None,
+    words: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every configured measure for all layer pairs (asymmetric ones in both directions), with
     its permutation null and half-sample interval; and the long table of the replicates.
@@ -117,13 +143,23 @@ def compare_pair(
     confidence, seed}). The row subsets depend only on n and the seed, so replicate r of every
     pair job of one split rests on the same rows (reprsim.resampling). Maps between the two
     spaces are the align stage's business (:mod:`reprsim.stages.align`).
+
+    `representation` "word" compares word rows (:func:`word_matrices`; `words` is similarity.word:
+    {max_words, seed}); every row's meta then says which words.
     """
     chance = {"permutations": 100, "seed": 0, **(chance or {})}
     intervals = {"resamples": 100, "confidence": 0.95, "seed": 0, **(intervals or {})}
     store_a, store_b = open_store(store_a_path), open_store(store_b_path)
     model_a, model_b = store_a.attrs["model"], store_b.attrs["model"]
     _check_same_rows(store_a, store_b, split, (model_a, model_b))
-    Xs, Ys = pooled_rows(store_a, representation, split), pooled_rows(store_b, representation, split)
+    word_meta = None
+    if representation == "word":
+        words = {"max_words": None, "seed": 0, **(words or {})}
+        Xs, Ys, word_meta = word_matrices(store_a, store_b, split, words["max_words"], int(words["seed"]),
+                                          (model_a, model_b))
+        print(f"{model_a} vs {model_b}: {word_meta['words']} words of {word_meta['sentences']} sentences", flush=True)
+    else:
+        Xs, Ys = pooled_rows(store_a, representation, split), pooled_rows(store_b, representation, split)
     constant_a, constant_b = constant_layers(Xs), constant_layers(Ys)
     most = max([int(intervals["resamples"])] + [int(spec.get("resamples") or 0) for spec in measures.values()])
     statistics = {"chance": chance, "intervals": intervals,
@@ -138,6 +174,8 @@ def compare_pair(
         print(f"{model_a} vs {model_b}, {label}: values, null and interval in {time.perf_counter() - started:.1f} s",
               flush=True)
     table = pd.DataFrame(rows).assign(split=split, n=Xs.shape[1])
+    if word_meta is not None:
+        table["meta"] = [json.dumps({**json.loads(m), "words": word_meta}, sort_keys=True) for m in table["meta"]]
     long = pd.concat(replicates, ignore_index=True).assign(n=Xs.shape[1], m=statistics["indices"].shape[1])
     for frame in (table, long):
         for position, (column, value) in enumerate((("dataset", store_a.attrs["dataset"]),

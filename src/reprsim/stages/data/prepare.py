@@ -21,6 +21,7 @@ import pandas as pd
 
 from reprsim.io.outputs import atomic_directory, write_json, write_parquet
 from reprsim.io.provenance import file_checksums
+from reprsim.segmentation import WORD_PATTERN, segment_pair
 from reprsim.stages.data.validate import (
     SHOWN_ROWS,
     DatasetError,
@@ -336,6 +337,23 @@ def _load(name: str, spec: dict) -> tuple[dict[str, pd.DataFrame], dict[str, Ori
     return load_local(spec, name) if source == "local" else load_hf(spec, name)
 
 
+WORDS_META = {
+    "column": "word_spans",
+    "layout": "flattened (sequence, start, end) triples: sequence 0 = text, 1 = text_pair; character spans",
+    "segmentation": "reprsim.words.segment_pair",
+    "pattern": WORD_PATTERN.pattern,
+}
+
+
+def with_words(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the words of every row recorded (columns word_spans and n_words), so every model's
+    tokens map onto the same words (reprsim.words; docs/numerics.md, "Words")."""
+    pairs = frame["text_pair"] if "text_pair" in frame else pd.Series([None] * len(frame), index=frame.index)
+    spans = [np.asarray(segment_pair(text, None if pd.isna(pair) else pair), dtype=np.int64).reshape(-1)
+             for text, pair in zip(frame["text"], pairs)]
+    return frame.assign(word_spans=spans, n_words=np.array([len(s) // 3 for s in spans], dtype=np.int64))
+
+
 def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any]:
     """Materialise dataset `name` from its config `spec` into `out_dir`; return meta.
 
@@ -378,6 +396,8 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         splits[split]["text"] = splits[split]["text"].astype(str)
         digest.update(split.encode())
         digest.update(pd.util.hash_pandas_object(splits[split], index=False).to_numpy().tobytes())
+    for split in SPLITS:
+        splits[split] = with_words(splits[split])
     meta = {
         "name": name,
         "source": source,
@@ -389,6 +409,7 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         "sizes": {s: len(splits[s]) for s in SPLITS},
         "checks": checks,
         "content_hash": digest.hexdigest(),
+        "words": WORDS_META,
     }
     with atomic_directory(out_dir) as tmp:
         for split in SPLITS:

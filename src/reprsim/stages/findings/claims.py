@@ -10,8 +10,8 @@ from reprsim.stages.findings.accuracy import finetuned_layers_carry_the_task, sk
 from reprsim.stages.findings.alignment import inn_aligns_better
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
-from reprsim.stages.findings.profiles import (adjacent_layers, finetuning_changes_upper_layers,
-                                              lower_layers_across_seeds)
+from reprsim.stages.findings.profiles import (adjacent_layers, finetuning_changes_upper_attention,
+                                              finetuning_changes_upper_layers, lower_layers_across_seeds)
 from reprsim.stages.findings.table import findings_frame
 from reprsim.stages.findings.two_blocks import two_block_structure
 
@@ -19,6 +19,7 @@ CLAIMS: list[Callable[[Tables, Setup], list[dict]]] = [
     adjacent_layers,
     lower_layers_across_seeds,
     finetuning_changes_upper_layers,
+    finetuning_changes_upper_attention,
     skip_upper_cheaper,
     inn_aligns_better,
     two_block_structure,

@@ -19,6 +19,8 @@ class Tables:
     layer_blocks: pd.DataFrame | None = None  # every fine-tuned model's layer_blocks.parquet
     aligners: pd.DataFrame | None = None  # every aligned pair's table (results/align/...)
     aligner_rows: pd.DataFrame | None = None  # their per-example errors (paths.ALIGNER_ROWS)
+    attention: pd.DataFrame | None = None  # results/tables/attention.parquet (pair-table format)
+    attention_replicates: pd.DataFrame | None = None  # results/tables/attention_resamples.parquet
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,17 @@ class Setup:
 
     models: Mapping[str, Mapping]
     measure: str | None = None
+    attention_measure: str | None = None  # the distributed attention CKA label of similarity.attention
     aligners: Mapping[str, str] = field(default_factory=dict)
     confidence: float = 0.95
     resamples: int = 100
     seed: int = 0
+
+
+def compared_pairs(pairs: pd.DataFrame) -> set[tuple[str, str]]:
+    """The (model_a, model_b) pairs a pair table holds (names sorted, as the compare stage writes them);
+    a representation may compare fewer pairs than the others (similarity.word.pairs)."""
+    return set(zip(pairs["model_a"], pairs["model_b"]))
 
 
 def pair_blocks(tables: Tables) -> Iterator[tuple[str, str, pd.DataFrame, pd.DataFrame]]:

@@ -8,7 +8,7 @@ import numpy as np
 from reprsim.layers import layer_pairs, model_depths
 from reprsim.resampling import interval
 from reprsim.stages.findings.cells import cell, replicate_method, select
-from reprsim.stages.findings.context import Setup, Tables, pair_blocks
+from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
 from reprsim.stages.findings.relations import groups
 from reprsim.stages.findings.table import Claim, judged, not_applicable
@@ -38,11 +38,13 @@ def groups_closer_within(tables: Tables, setup: Setup) -> list[dict]:
     for dataset, representation, pairs, replicates in pair_blocks(tables):
         depth = model_depths(pairs)
         present = sorted(m for m in depth if m in group_of)
-        model_pairs = [(a, b) for i, a in enumerate(present) for b in present[i + 1:]]
+        compared = compared_pairs(pairs)
+        model_pairs = [(a, b) for i, a in enumerate(present) for b in present[i + 1:] if (a, b) in compared]
         within = [(a, b) for a, b in model_pairs if group_of[a] == group_of[b]]
         between = [(a, b) for a, b in model_pairs if group_of[a] != group_of[b]]
         if not within or not between:
-            missing = "no two models of one group" if not within else "only one group"
+            missing = ("no compared pair of models of one group" if not within
+                       else "no compared pair of models of different groups")
             rows.append(not_applicable(GROUPS, f"{missing} among the compared models ({', '.join(present)}); "
                                        "groups come from seed siblings and fine-tuning bases",
                                        dataset, representation))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from reprsim.layers import model_depths
 from reprsim.stages.findings.cells import cell, mean_difference, mean_of_units, select, weighted
-from reprsim.stages.findings.context import Setup, Tables, pair_blocks
+from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.relations import finetuned_from, seed_pairs
 from reprsim.stages.findings.table import Claim, judged, not_applicable
 
@@ -20,6 +20,11 @@ LOWER_ACROSS_SEEDS = Claim(
     "Ren et al. 2023, §5.1 (Figure 2); Wu et al. 2020, §5.1",
     "mean over seed pairs of [mean CKA of matching lower blocks − mean CKA of matching upper blocks] "
     "(blocks 1..L, lower = 1..⌊L/2⌋, upper = the top ⌊L/2⌋; the embedding layer 0 left out)")
+FINETUNING_UPPER_ATTENTION = Claim(
+    "finetuning_changes_upper_attention", "Fine-tuning changes the attention of the upper layers most",
+    "Wu et al. 2020, §6.1 (Figure 6)",
+    "mean over (fine-tuned, base) pairs of [mean distributed attention CKA of matching lower blocks − mean of "
+    "matching upper blocks] (word-level attention maps; blocks 1..L, lower = 1..⌊L/2⌋, upper = the top ⌊L/2⌋)")
 FINETUNING_UPPER = Claim(
     "finetuning_changes_upper_layers", "Fine-tuning changes the upper layers most (FT–ORIG diagonal falls with depth)",
     "Wu et al. 2020, §6.1; Phang et al. 2021, §3 (FT–ORIG)",
@@ -41,10 +46,11 @@ def adjacent_layers(tables: Tables, setup: Setup) -> list[dict]:
         return [not_applicable(ADJACENT, NO_CKA)]
     rows = []
     for dataset, representation, pairs, replicates in pair_blocks(tables):
-        deep = {m: d for m, d in model_depths(pairs).items() if d >= 2}
+        compared = compared_pairs(pairs)
+        deep = {m: d for m, d in model_depths(pairs).items() if d >= 2 and (m, m) in compared}
         if not deep:
-            rows.append(not_applicable(ADJACENT, "no model has 3 layers or more (layer pairs ≥ 2 apart)",
-                                       dataset, representation))
+            rows.append(not_applicable(ADJACENT, "no model compared with itself has 3 layers or more (layer "
+                                       "pairs ≥ 2 apart)", dataset, representation))
             continue
         wanted = [cell(m, m, i, j) for m, d in deep.items() for i in range(d + 1) for j in range(i + 1, d + 1)]
         cells = select(pairs, replicates, wanted, setup.measure)
@@ -66,17 +72,22 @@ def adjacent_layers(tables: Tables, setup: Setup) -> list[dict]:
 
 
 def _lower_minus_upper(claim: Claim, tables: Tables, setup: Setup, model_pairs: list[tuple[str, str]],
-                       unit_name: str, absent: str) -> list[dict]:
-    """Matching-layer (diagonal) CKA of each model pair, lower half minus upper half; the mean over
-    pairs, with seed-pair units when there are enough of them."""
-    if setup.measure is None:
-        return [not_applicable(claim, NO_CKA)]
+                       unit_name: str, absent: str, blocks=None, measure: str | None = None,
+                       no_measure: str = "") -> list[dict]:
+    """Matching-layer (diagonal) values of each model pair, lower half minus upper half; the mean over
+    pairs, with seed-pair units when there are enough of them. By default the CKA of the pair tables;
+    `blocks` (dataset, representation, pairs, replicates) and `measure` name other tables of the same
+    format (the attention tables)."""
+    measure = setup.measure if blocks is None else measure
+    if measure is None:
+        return [not_applicable(claim, no_measure or NO_CKA)]
     if not model_pairs:
         return [not_applicable(claim, absent)]
     rows = []
-    for dataset, representation, pairs, replicates in pair_blocks(tables):
+    for dataset, representation, pairs, replicates in (pair_blocks(tables) if blocks is None else blocks):
         depth = model_depths(pairs)
-        usable = [(a, b) for a, b in model_pairs if a in depth and b in depth]
+        compared = compared_pairs(pairs)
+        usable = [(a, b) for a, b in model_pairs if a in depth and b in depth and tuple(sorted((a, b))) in compared]
         if not usable:
             rows.append(not_applicable(claim, f"none of the {unit_name} ({_listed(model_pairs)}) is in the pair "
                                        "tables of this dataset and representation", dataset, representation))
@@ -90,7 +101,7 @@ def _lower_minus_upper(claim: Claim, tables: Tables, setup: Setup, model_pairs: 
                                        dataset, representation))
             continue
         wanted = [cell(a, b, layer, layer) for a, b in usable for layer in range(1, depth[a] + 1)]
-        cells = select(pairs, replicates, wanted, setup.measure)
+        cells = select(pairs, replicates, wanted, measure)
         units = {}
         for a, b in usable:
             lower, upper = halves(depth[a])
@@ -104,7 +115,7 @@ def _lower_minus_upper(claim: Claim, tables: Tables, setup: Setup, model_pairs: 
             continue
         estimate, low, high, method = mean_of_units(cells, units, setup.confidence, unit_name)
         rows.append(judged(claim, estimate=estimate, low=low, high=high, n=cells.n, models="; ".join(units),
-                           measure=setup.measure, method=method, confidence=setup.confidence,
+                           measure=measure, method=method, confidence=setup.confidence,
                            dataset=dataset, representation=representation))
     return rows or [not_applicable(claim, NO_PAIRS)]
 
@@ -118,6 +129,18 @@ def finetuning_changes_upper_layers(tables: Tables, setup: Setup) -> list[dict]:
     pairs = [tuple(sorted((model, base))) for model, base in finetuned_from(setup.models).items()]
     return _lower_minus_upper(FINETUNING_UPPER, tables, setup, pairs, "(fine-tuned, base) pairs",
                               "no model is fine-tuned (source: finetune)")
+
+
+def finetuning_changes_upper_attention(tables: Tables, setup: Setup) -> list[dict]:
+    pairs = [tuple(sorted((model, base))) for model, base in finetuned_from(setup.models).items()]
+    blocks = None
+    if tables.attention is not None and tables.attention_replicates is not None:
+        blocks = pair_blocks(Tables(pairs=tables.attention, replicates=tables.attention_replicates))
+    if blocks is None:
+        return [not_applicable(FINETUNING_UPPER_ATTENTION, "no attention tables (similarity.attention is not set)")]
+    return _lower_minus_upper(FINETUNING_UPPER_ATTENTION, tables, setup, pairs, "(fine-tuned, base) pairs",
+                              "no model is fine-tuned (source: finetune)", blocks, setup.attention_measure,
+                              "no distributed attention CKA among similarity.attention.measures (measure: cka)")
 
 
 def _listed(model_pairs) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 from reprsim.blocks import block_structure
 from reprsim.layers import model_depths
 from reprsim.stages.findings.cells import Cells, cell, mean_of_units, select
-from reprsim.stages.findings.context import Setup, Tables, pair_blocks
+from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
 from reprsim.stages.findings.relations import finetuned_from
 from reprsim.stages.findings.table import Claim, judged, not_applicable
@@ -42,10 +42,13 @@ def two_block_structure(tables: Tables, setup: Setup) -> list[dict]:
     rows = []
     for dataset, representation, pairs, replicates in pair_blocks(tables):
         depth = model_depths(pairs)
-        usable = {m: b for m, b in bases.items() if m in depth and b in depth and depth[m] == depth[b] >= 2}
+        compared = compared_pairs(pairs)  # each model with itself
+        usable = {m: b for m, b in bases.items() if m in depth and b in depth and depth[m] == depth[b] >= 2
+                  and {(m, m), (b, b)} <= compared}
         if not usable:
             rows.append(not_applicable(TWO_BLOCKS, "no fine-tuned model and its base, both with 3 layers or more, "
-                                       "are in the pair tables of this dataset and representation",
+                                       "are each compared with itself in the pair tables of this dataset and "
+                                       "representation",
                                        dataset, representation))
             continue
         wanted = [cell(name, name, i, j) for m, b in usable.items() for name in (m, b)

@@ -2,7 +2,8 @@
 
 Sources: `hf` (hub id), `local` (a directory), `package` (a model directory
 shipped inside an installed Python package), `init` (random initialisation of a
-transformers architecture from a config dict and a seed). Fine-tuned models are
+transformers architecture from a config dict and a seed, with the tokenizer of another model or a
+byte-level BPE trained on a dataset's train split). Fine-tuned models are
 built by :mod:`reprsim.stages.finetune.training` and land in the same layout.
 
 Whatever the source, weights load from safetensors only (no pickle), no model code
@@ -18,10 +19,12 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
+from reprsim.io.datasets import load_split
 from reprsim.io.model_files import model_problems
 from reprsim.io.outputs import atomic_directory, write_json
 from reprsim.io.provenance import file_checksums, hash_directory
 from reprsim.nets.loading import check_finite, describe_model, open_tokenizer
+from reprsim.nets.tokenizers import train_byte_bpe
 
 # loading a source: safetensors weights only, and never code shipped with a model
 SAFE = {"use_safetensors": True, "trust_remote_code": False}
@@ -50,14 +53,42 @@ def locate_package_model(package: str, subdir: str | None = None) -> Path:
 def init_model(architecture: str, overrides: dict, tokenizer, seed: int) -> PreTrainedModel:
     """A randomly initialised `architecture` whose vocabulary matches `tokenizer`."""
     fields = {"vocab_size": len(tokenizer), **overrides}
-    if tokenizer.pad_token_id is not None:
-        fields.setdefault("pad_token_id", tokenizer.pad_token_id)
+    # the tokenizer's own special tokens: an architecture's defaults (GPT-2's <|endoftext|> = 50256) may lie
+    # outside a small vocabulary, such as a byte-level BPE trained on the dataset
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if getattr(tokenizer, key) is not None:
+            fields.setdefault(key, getattr(tokenizer, key))
     try:
         config = AutoConfig.for_model(architecture, **fields)
     except ValueError as error:
         raise ValueError(f"cannot build a {architecture!r} config from {overrides}: {error}") from error
     torch.manual_seed(seed)
     return AutoModel.from_config(config)
+
+
+def dataset_texts(dataset_dir: str | Path, split: str = "train") -> list[str]:
+    """The texts of a prepared dataset's `split`, row by row: each row's text, then its text_pair when it has one."""
+    frame = load_split(dataset_dir, split)
+    pairs = frame["text_pair"].tolist() if "text_pair" in frame else [None] * len(frame)
+    texts = []
+    for text, pair in zip(frame["text"].tolist(), pairs):
+        texts += [t for t in (text, pair) if isinstance(t, str)]
+    return texts
+
+
+def train_tokenizer(train: dict, dataset_dir: str | Path):
+    """A byte-level BPE (:func:`reprsim.nets.tokenizers.train_byte_bpe`) trained on the train split of the
+    dataset at `dataset_dir`, as a model's `tokenizer: {train: {...}}` asks; and what meta.json records of it."""
+    settings = {"vocab_size": 4000, "seed": 0, "max_texts": None, "min_frequency": 2, **train}
+    texts = dataset_texts(dataset_dir, "train")
+    tokenizer = train_byte_bpe(texts, int(settings["vocab_size"]), seed=int(settings["seed"]),
+                               max_texts=settings["max_texts"], min_frequency=int(settings["min_frequency"]))
+    usable = sum(1 for t in texts if t.strip())  # train_byte_bpe skips blank texts, then draws max_texts
+    used = usable if settings["max_texts"] is None else min(usable, int(settings["max_texts"]))
+    record = {"dataset": settings.get("dataset"), "split": "train", "vocab_size": int(settings["vocab_size"]),
+              "vocab_size_obtained": len(tokenizer), "seed": int(settings["seed"]),
+              "max_texts": settings["max_texts"], "min_frequency": int(settings["min_frequency"]), "texts_used": used}
+    return tokenizer, record
 
 
 def _check_source_dir(name: str, origin: Path) -> None:
@@ -83,9 +114,13 @@ def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]
 
 
 def materialize_model(
-    name: str, spec: dict, out_dir: str | Path, tokenizer_dir: str | Path | None = None
+    name: str, spec: dict, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
+    dataset_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Build model `name` from `spec` into `out_dir` (save_pretrained + meta.json)."""
+    """Build model `name` from `spec` into `out_dir` (save_pretrained + meta.json).
+
+    A random model (`init`) takes the tokenizer saved in `tokenizer_dir` (``tokenizer: <model>``), or one
+    trained on the train split of the dataset at `dataset_dir` (``tokenizer: {train: {dataset, ...}}``)."""
     source = spec["source"]
     meta: dict[str, Any] = {"name": name, "source": source, "spec": spec, "seed": None, "parent": None}
     if source in ("local", "package", "hf"):
@@ -98,6 +133,17 @@ def materialize_model(
         meta["origin"] = str(origin)
         model = AutoModel.from_pretrained(origin, **SAFE, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(origin, trust_remote_code=False, **kwargs)
+    elif source == "init" and isinstance(spec["tokenizer"], dict):
+        train = spec["tokenizer"]["train"]
+        if dataset_dir is None:
+            raise ValueError(f"model {name!r} (source init) trains its tokenizer on dataset "
+                             f"{train.get('dataset')!r}: it needs that dataset's directory")
+        tokenizer, trained = train_tokenizer(train, dataset_dir)
+        model = init_model(spec["architecture"], spec.get("config", {}), tokenizer, int(spec["seed"]))
+        meta.update(seed=int(spec["seed"]), tokenizer_from=f"trained on {trained['dataset']}",
+                    tokenizer_trained=trained)
+        print(f"{name}: byte-level BPE of {trained['vocab_size_obtained']} tokens (asked {trained['vocab_size']}) "
+              f"from {trained['texts_used']} texts of {trained['dataset']}'s train split", flush=True)
     elif source == "init":
         if tokenizer_dir is None:
             raise ValueError(f"model {name!r} (source init) needs the directory of its tokenizer model")

@@ -24,7 +24,11 @@ from reprsim.layers import matching_layer
 Tables = dict[str, pd.DataFrame]
 
 MEASURE_LABELS = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
-                  "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes distance", "mutual_knn": "mutual k-NN"}
+                  "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes distance", "mutual_knn": "mutual k-NN",
+                  "attn_pearson": "attnsim, Pearson", "attn_js": "attnsim, Jensen–Shannon",
+                  "attn_frobenius": "attnsim, Frobenius", "attn_cka": "distributed attention, CKA"}
+# Distances of attention maps (reprsim.attention): JS lies in [0, ln 2]; Frobenius has no fixed top.
+DISTANCE_RANGES = {"procrustes": (0.0, float(np.pi / 2)), "js": (0.0, float(np.log(2)))}
 SIMILARITY_RANGE = (0.0, 1.0)
 # Measure (reprsim.metrics name) -> family, in the order the summary figure shows them.
 FAMILIES = {"cka": "CKA", "cka_minibatch": "CKA", "cca": "CCA family", "svcca": "CCA family", "pwcca": "CCA family",
@@ -34,6 +38,12 @@ FAMILY_ORDER = ["CKA", "CCA family", "neuron-level", "neighbourhood", "Procruste
 # Cells whose interval does not exclude chance: grey hatching, thin enough to read the value through.
 CHANCE_HATCH = {"hatch": "////", "edgecolor": (0.62, 0.62, 0.62), "fill": False, "lw": 0}
 CHANCE_NOTE = "hatched: interval does not exclude chance"
+
+
+def representation_text(representation: str) -> str:
+    """How a figure or page names a representation: 'mean pooling', 'word level', 'attention'."""
+    return {"word": "word level", "attention": "attention", "token": "token level"}.get(
+        representation, f"{representation} pooling")
 
 
 def _save(fig, out_path: str | Path) -> None:
@@ -47,10 +57,16 @@ def _save(fig, out_path: str | Path) -> None:
         plt.close(fig)
 
 
-def _colour_range(kind: str, measure: str) -> tuple[float, float]:
-    """One fixed scale per measure, so every pair's panel for it reads the same."""
+def _colour_range(kind: str, measure: str, values: pd.Series | None = None) -> tuple[float, float]:
+    """One fixed scale per measure, so every pair's panel for it reads the same; a distance without
+    a fixed top (Frobenius between attention maps) runs from 0 to the panel's largest value."""
     if kind == "distance":
-        return 0.0, float(np.pi / 2)  # Procrustes angular distance
+        if measure in DISTANCE_RANGES:
+            return DISTANCE_RANGES[measure]
+        if values is None or not np.isfinite(values).any():
+            return DISTANCE_RANGES["procrustes"]
+        top = float(np.nanmax(values))
+        return 0.0, top if top > 0 else 1.0
     return SIMILARITY_RANGE
 
 
@@ -99,11 +115,11 @@ def _undefined_note(ax, rows: pd.DataFrame, values: pd.Series) -> None:
                 va="center", fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.6", "pad": 3})
 
 
-def _colours(kind: str, measure: str):
+def _colours(kind: str, measure: str, values: pd.Series | None = None):
     """Colour map and norm of a measure: one fixed scale per measure, brighter = more alike for both kinds."""
     from matplotlib.colors import Normalize
 
-    low, high = _colour_range(kind, measure)
+    low, high = _colour_range(kind, measure, values)
     return plt.get_cmap("magma_r" if kind == "distance" else "magma"), Normalize(low, high)
 
 
@@ -114,12 +130,12 @@ def _cell_text(ax, x: float, y: float, text: str, cmap, norm, value: float, mark
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=_text_colour(cmap, norm, value), bbox=box)
 
 
-def _heatmap_panel(ax, rows: pd.DataFrame, title: str, model_a: str, model_b: str) -> None:
+def _heatmap_panel(ax, rows: pd.DataFrame, title: str, model_a: str, model_b: str, measure: str) -> None:
     matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").sort_index().sort_index(axis=1)
     marked_rows = rows[not_beyond_chance(rows)]
     rows_at, columns_at = {v: i for i, v in enumerate(matrix.index)}, {v: j for j, v in enumerate(matrix.columns)}
     marked = {(rows_at[a], columns_at[b]) for a, b in zip(marked_rows["layer_a"], marked_rows["layer_b"])}
-    cmap, norm = _colours(rows["kind"].iloc[0], rows["measure"].iloc[0])
+    cmap, norm = _colours(rows["kind"].iloc[0], measure, rows["value"])
     image = ax.imshow(matrix.to_numpy(), origin="lower", cmap=cmap, norm=norm, aspect="auto")
     _hatch(ax, sorted(marked))
     if matrix.size <= 400:
@@ -164,12 +180,87 @@ def pair_heatmaps(tables: Tables, out_path: str | Path, measures: dict[str, str]
                  "b->a": f" ({first['model_b']}→{first['model_a']})"}.get(direction, "")
         kind = "distance, lower = more alike" if group["kind"].iloc[0] == "distance" else "similarity"
         _heatmap_panel(ax, group, f"{MEASURE_LABELS.get(measure, measure)}{arrow}\n{kind}", first["model_a"],
-                       first["model_b"])
+                       first["model_b"], (measures or {}).get(measure, measure))
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
-    fig.suptitle(f"{first['model_a']} vs {first['model_b']}: {first['representation']} pooling, "
-                 f"{first['dataset']} {first['split']} split, n={first['n']} (layer 0 = embeddings); "
+    rows_are = {"word": " words", "attention": " sentences"}.get(first["representation"], "")
+    layers = "layer l = block l" if first["representation"] == "attention" else "layer 0 = embeddings"
+    fig.suptitle(f"{first['model_a']} vs {first['model_b']}: {representation_text(first['representation'])}, "
+                 f"{first['dataset']} {first['split']} split, n={first['n']}{rows_are} ({layers}); "
                  f"{CHANCE_NOTE}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, out_path)
+
+
+def attention_heads(tables: Tables, out_path: str | Path) -> None:
+    """Head × head similarity of the chosen layer pairs (Wu et al. 2020, §3.4): one panel per head-level
+    measure and layer pair; each row's best head (the one attnsim takes) outlined."""
+    rows = tables["table"]
+    if rows.empty:
+        raise ValueError("the head table is empty: similarity.attention.detail_layers names no layer pair")
+    first = rows.iloc[0]
+    panels = list(rows.groupby(["layer_a", "layer_b", "measure"], sort=True))
+    columns = min(3, len(panels))
+    heads_a, heads_b = rows["head_a"].nunique(), rows["head_b"].nunique()
+    side_w, side_h = 1.8 + 0.36 * heads_b, 1.4 + 0.34 * heads_a
+    fig, axes = plt.subplots(int(np.ceil(len(panels) / columns)), columns, figsize=(side_w * columns, side_h *
+                             int(np.ceil(len(panels) / columns))), squeeze=False)
+    for ax, ((layer_a, layer_b, label), group) in zip(axes.flat, panels):
+        matrix = group.pivot(index="head_a", columns="head_b", values="value").sort_index().sort_index(axis=1)
+        kind = group["kind"].iloc[0]
+        measure = label.removeprefix("attn_") if label.startswith("attn_") else label
+        cmap, norm = _colours(kind, measure, group["value"])
+        image = ax.imshow(matrix.to_numpy(), origin="lower", cmap=cmap, norm=norm, aspect="auto")
+        best = np.nanargmin(matrix.to_numpy(), axis=1) if kind == "distance" else np.nanargmax(matrix.to_numpy(), axis=1)
+        from matplotlib.patches import Rectangle
+
+        for i, j in enumerate(best):
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="tab:cyan", lw=1.2))
+        ax.set_xticks(range(matrix.shape[1]), matrix.columns, fontsize=6)
+        ax.set_yticks(range(matrix.shape[0]), matrix.index, fontsize=6)
+        ax.set_xlabel(f"head of {first['model_b']}, layer {layer_b}", fontsize=8)
+        ax.set_ylabel(f"head of {first['model_a']}, layer {layer_a}", fontsize=8)
+        better = "lower" if kind == "distance" else "higher"
+        ax.set_title(f"{MEASURE_LABELS.get(label, label)} ({better} = more alike)", fontsize=8)
+        plt.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    fig.suptitle(f"{first['model_a']} vs {first['model_b']}: every head against every head, {first['dataset']}; "
+                 f"outlined: each head's best match in {first['model_b']}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, out_path)
+
+
+def attention_layers(tables: Tables, out_path: str | Path, dataset: str, confidence: float = 0.95) -> None:
+    """Wu et al. (2020), Figure 6: attention similarity of matching layers (same relative depth) along
+    depth, one line per model pair, with its interval (band) and chance level (dotted); one panel per
+    measure (head-level ones in the a->b direction)."""
+    table = tables["table"]
+    table = table[(table["dataset"] == dataset) & (table["direction"].isin(["a->b", "symmetric"]))]
+    if table.empty:
+        raise ValueError(f"the attention table has no rows for dataset {dataset!r}")
+    labels = list(dict.fromkeys(table["measure"]))
+    fig, axes = plt.subplots(1, len(labels), figsize=(4.2 * len(labels), 3.6), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, label in zip(axes.flat, labels):
+        rows = table[table["measure"] == label]
+        for k, ((a, b), pair) in enumerate(rows.groupby(["model_a", "model_b"], sort=True)):
+            depth_a, depth_b = int(pair["layer_a"].max()), int(pair["layer_b"].max())
+            matched = pair[pair["layer_b"] == pair["layer_a"].map(lambda la: max(1, matching_layer(la, depth_a, depth_b)))]
+            matched = matched.sort_values("layer_a")
+            colour = colours[k % len(colours)]
+            ax.plot(matched["layer_a"], matched["value"], marker="o", ms=3, color=colour, label=f"{a} vs {b}")
+            ax.fill_between(matched["layer_a"], matched["ci_low"], matched["ci_high"], color=colour, alpha=0.2, lw=0)
+            ax.plot(matched["layer_a"], matched["null_mean"], ls=":", color=colour, lw=1)
+        kind = rows["kind"].iloc[0]
+        ax.set_title(f"{MEASURE_LABELS.get(label, label)}\n({'lower' if kind == 'distance' else 'higher'} = more "
+                     f"alike; n = {int(rows['n'].iloc[0])} sentences)", fontsize=8)
+        ax.set_xlabel("layer (block) of model A, against the same relative depth of B", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"Attention similarity of matching layers, {dataset}: line = value, band = {confidence:.0%} interval, "
+                 "dotted = chance level (sentences re-paired)", fontsize=10)
     fig.tight_layout()
     _save(fig, out_path)
 
@@ -275,8 +366,9 @@ def model_summary_figure(tables: Tables, out_path: str | Path, dataset: str, rep
             _summary_panel(ax, fig, summary[summary["measure"] == label], models,
                            f"{family} · {MEASURE_LABELS.get(label, label)}")
     n = summary["n"].iloc[0] if "n" in summary else "?"
-    fig.suptitle(f"Mean over matching layers (same relative depth) between distinct models: {representation} "
-                 f"pooling, {dataset}{' ' + split if split else ''} split, n = {n} rows\n"
+    fig.suptitle(f"Mean over matching layers (same relative depth) between distinct models: "
+                 f"{representation_text(representation)}, {dataset}{' ' + split if split else ''} split, "
+                 f"n = {n} {'words' if representation == 'word' else 'rows'}\n"
                  f"cell: mean, below it its {confidence:.0%} interval (low–high); {CHANCE_NOTE}; "
                  "diagonal (a model with itself) left blank",
                  fontsize=10)
@@ -510,6 +602,8 @@ FIGURES = {
     "truncation": truncation_curve,
     "layer_views": layer_views_figure,
     "skip": skip_heatmap,
+    "attention_heads": attention_heads,
+    "attention_layers": attention_layers,
 }
 
 

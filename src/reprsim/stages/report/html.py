@@ -33,9 +33,10 @@ from reprsim.io.outputs import write_text
 from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
+from reprsim.stages.report.figures import representation_text
 
 Paths = tuple[str, ...]
-PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "pages")
+PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "attention_measures", "pages")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,12 @@ class ReportInputs:
     aligner_figures: Paths = ()
     synthetic_tables: Paths = ()
     injection_tables: Paths = ()
+    token_tables: Paths = ()
+    attention: Paths = ()
+    attention_heatmaps: Paths = ()
+    attention_head_figures: Paths = ()
+    attention_layer_figures: Paths = ()
+    attention_measures: Mapping[str, str] = field(default_factory=dict)  # attention label -> measure
 
     @classmethod
     def from_named(cls, inputs: Mapping[str, str | Iterable[str]], title: str,
@@ -165,7 +172,7 @@ def _pair_parts(path: str) -> tuple[str, str, str, str]:
 def _pair_label(path: str) -> str:
     """'A: a · B: b — pooling, dataset' from a per-pair path."""
     representation, dataset, a, b = _pair_parts(path)
-    return f"A: {a} · B: {b} — {representation} pooling, {dataset}"
+    return f"A: {a} · B: {b} — {representation_text(representation)}, {dataset}"
 
 
 def _anchor(*parts: str) -> str:
@@ -302,7 +309,7 @@ def header(inputs: ReportInputs) -> list[str]:
         sentence.append(f", {html.escape(inputs.split + ' split' if inputs.split else 'rows')}"
                         f"{', <b>' + rows + '</b>' if rows else ''}")
     if representations:
-        sentence.append(f", {html.escape(', '.join(representations))} pooling")
+        sentence.append(f", {html.escape(', '.join(representation_text(r) for r in representations))}")
     if inputs.measures:
         sentence.append(f", {len(inputs.measures)} measures ("
                         f"{html.escape(', '.join(_measure_name(m) for m in inputs.measures))})")
@@ -399,10 +406,10 @@ def model_summary(inputs: ReportInputs) -> list[str]:
             rows = summary[(summary["dataset"] == dataset) & (summary["representation"] == representation)]
         n = f"n = {int(rows['n'].iloc[0]):,} rows" if "n" in rows and not rows.empty else "n in the figure title"
         chance = _chance_levels(rows, inputs.measures) if not rows.empty else ""
-        text = (f"{dataset}, {representation} pooling, {inputs.split + ' split, ' if inputs.split else ''}{n}. "
+        text = (f"{dataset}, {representation_text(representation)}, {inputs.split + ' split, ' if inputs.split else ''}{n}. "
                 f"Chance levels (permutation null means, median over pairs): {chance or 'not recorded'}. "
                 "Hatched cells: the interval does not exclude chance.")
-        parts.append(_image(path, text, alt=f"model × model summary, {dataset}, {representation} pooling",
+        parts.append(_image(path, text, alt=f"model × model summary, {dataset}, {representation_text(representation)}",
                             wide=True))
     more = _link(inputs, "pairs", "Similarity per model pair")
     if more:
@@ -497,7 +504,7 @@ def pair_details(inputs: ReportInputs) -> list[str]:
         for path in inputs.heatmaps:
             representation, dataset, a, b = _pair_parts(path)
             parts += [f"<h3 id='{_anchor('pair', representation, dataset, a, b)}'>{html.escape(a)} vs "
-                      f"{html.escape(b)} <span class='sub'>{html.escape(representation)} pooling, "
+                      f"{html.escape(b)} <span class='sub'>{html.escape(representation_text(representation))}, "
                       f"{html.escape(dataset)}</span></h3>",
                       _image(path, f"{_pair_label(path)}; n and each measure's chance level in the panel titles; "
                                    "hatched cells: the interval does not exclude chance.",
@@ -636,6 +643,96 @@ def aligners(inputs: ReportInputs) -> list[str]:
     return parts
 
 
+def _attention_display(table: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
+    """Matching layers (same relative depth) of every attention pair: value [interval], chance, n."""
+    rows = []
+    for (dataset, a, b, label, direction), pair in table.groupby(
+            ["dataset", "model_a", "model_b", "measure", "direction"], sort=False):
+        depth_a, depth_b = int(pair["layer_a"].max()), int(pair["layer_b"].max())
+        for _, row in pair.sort_values("layer_a").iterrows():
+            if row["layer_b"] != max(1, round(row["layer_a"] * depth_b / depth_a)):
+                continue
+            arrow = {"a->b": f"{a} → {b}", "b->a": f"{b} → {a}"}.get(direction, "both")
+            rows.append({"dataset": dataset, "pair": f"{a} vs {b}", "measure": _measure_name(label),
+                         "heads matched": arrow, "layers": f"{row['layer_a']} / {row['layer_b']}",
+                         f"value [{inputs.confidence:.0%} interval]": _with_interval(row["value"], row["ci_low"],
+                                                                                     row["ci_high"]),
+                         "chance": _number(row["null_mean"]),
+                         "beyond chance": {True: "yes", False: "no"}.get(row["beyond_chance"], "–"),
+                         "n (sentences)": row["n"]})
+    return pd.DataFrame(rows)
+
+
+def attention_section(inputs: ReportInputs) -> list[str]:
+    """Attention similarity (Wu et al. 2020): matching layers along depth, the layer x layer heatmaps per
+    pair, the head x head detail, and the matching-layer values as a table."""
+    if not inputs.attention:
+        return []
+    table = read_tables(inputs.attention)
+
+    def sentences(dataset: str, *pair: str) -> str:
+        rows = table[table["dataset"] == dataset]
+        if pair:
+            rows = rows[(rows["model_a"] == pair[0]) & (rows["model_b"] == pair[1])]
+        counts = rows["n"].astype(int) if "n" in rows and len(rows) else pd.Series([], dtype=int)
+        if counts.empty:
+            return "n = ? sentences"
+        low, high = counts.min(), counts.max()
+        return f"n = {low} sentences" if low == high else f"n = {low}–{high} sentences"
+
+    parts = ["<h2 id='attention-layers'>Matching layers along depth</h2>", *_paragraphs("attention_layers")]
+    parts += [_image(p, f"{Path(p).stem}: attention similarity of matching layers, {sentences(Path(p).stem)}; band = "
+                        "interval, dotted = chance level.", alt=f"attention similarity along depth, {Path(p).stem}",
+                     wide=True)
+              for p in inputs.attention_layer_figures]
+    if not table.empty:
+        shown = _attention_display(table, inputs)
+        parts += ["<details><summary>The matching layers as a table "
+                  f"({len(shown)} rows)</summary>", _table(shown), "</details>"]
+    if inputs.attention_heatmaps:
+        parts += ["<h2 id='attention-heatmaps'>Every layer pair</h2>", *_paragraphs("attention_heatmap")]
+        for path in inputs.attention_heatmaps:
+            _, dataset, a, b = _pair_parts(path)
+            parts += [f"<h3 id='{_anchor('attention', dataset, a, b)}'>{html.escape(a)} vs {html.escape(b)} "
+                      f"<span class='sub'>attention, {html.escape(dataset)}</span></h3>",
+                      _image(path, f"{a} vs {b}, {dataset}: attention similarity of every layer pair, "
+                                   f"{sentences(dataset, a, b)}; chance in the panel titles; hatched: the interval "
+                                   "does not exclude chance.",
+                             alt=f"attention heatmaps {a} vs {b}", wide=True)]
+    if inputs.attention_head_figures:
+        parts += ["<h2 id='attention-heads'>Head by head</h2>", *_paragraphs("attention_heads")]
+        for path in inputs.attention_head_figures:
+            _, dataset, a, b = _pair_parts(path.replace(".heads.png", ".png"))
+            parts.append(_image(path, f"{a} vs {b}, {dataset}: every head against every head in the chosen layer "
+                                      f"pairs, {sentences(dataset, a, b)}; outlined: each head's best match (its "
+                                      "chance level: the layer pair's in the heatmaps above).",
+                                alt=f"heads {a} vs {b}", wide=True))
+    return parts
+
+
+def token_section(inputs: ReportInputs) -> list[str]:
+    """Token-level minibatch CKA (Brown et al. 2023) of the configured pairs, as a table."""
+    if not inputs.token_tables:
+        return []
+    table = read_tables(inputs.token_tables)
+    if table.empty:
+        return []
+    shown = pd.DataFrame({"dataset": table["dataset"], "pair": table["model_a"] + " vs " + table["model_b"],
+                          "layers": table["layer_a"].astype(str) + " / " + table["layer_b"].astype(str),
+                          f"minibatch CKA [{inputs.confidence:.0%} interval]": [
+                              _with_interval(v, lo, hi) for v, lo, hi in
+                              zip(table["value"], table["ci_low"], table["ci_high"])],
+                          "chance": table["null_mean"].map(_number),
+                          "beyond chance": table["beyond_chance"].map({True: "yes", False: "no"}).fillna("–"),
+                          "n (tokens)": table["n"]})
+    return ["<h2 id='tokens'>Token level (minibatch CKA)</h2>",
+            "<p class='caption'>Unbiased linear CKA over every token of the similarity split, accumulated over "
+            "batches (Brown et al. 2023), for models that tokenise identically. Chance: the same with one model's "
+            "batches shifted against the other's; interval: half-samples of batches.</p>",
+            "<details><summary>Every layer pair "
+            f"({len(shown)} rows)</summary>", _table(shown), "</details>"]
+
+
 # ----------------------------------------------------------------- pages
 
 Section = Callable[[ReportInputs], list[str]]
@@ -658,12 +755,15 @@ PAGES: dict[str, Page] = {
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "
                   "pair as a table with warnings, localization",
-                  (pair_details,), ("heatmaps", "localization_figure")),
+                  (pair_details, token_section), ("heatmaps", "localization_figure", "token_tables")),
     "models": Page("Fine-tuned models", "truncation, skipping blocks and CKA between layers, per fine-tuned model",
                    (finetuned,), ("truncation_figures", "skip_figures", "layer_view_figures", "layer_blocks")),
     "alignment": Page("Aligners", "maps between the models' representation spaces (Ren et al. 2023): synthetic "
                                   "recovery, aligners between models, layer injection",
                       (aligners,), ("aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")),
+    "attention": Page("Attention", "attention similarity between layers and heads (Wu et al. 2020): along depth, "
+                                   "every layer pair, head by head",
+                      (attention_section,), ("attention",)),
 }
 
 STYLE = """
