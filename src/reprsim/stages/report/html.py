@@ -364,6 +364,8 @@ def findings(inputs: ReportInputs) -> list[str]:
         css = re.sub(r"\W+", "-", verdict)
         rests_on = " · ".join(str(row[k]) for k in ("models", "measure") if row.get(k) not in (None, "") and
                               not (isinstance(row[k], float) and np.isnan(row[k])))
+        if isinstance(row.get("representation"), str) and row["representation"]:  # one row per representation
+            rests_on += f" · {representation_text(row['representation'])}"
         reference = _number(row.get("reference"))
         kind = row.get("reference_kind")
         if reference != "–" and isinstance(kind, str) and kind not in ("", "zero"):
