@@ -190,19 +190,24 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
     yield from _architecture_errors(models)
 
 
-def detail_splits(extraction: dict, split: str | None) -> list[str]:
-    """extraction.detail_splits, where null means the compared split (similarity.split) if it is extracted."""
+def detail_splits(extraction: dict, similarity: dict) -> list[str]:
+    """extraction.detail_splits, where null means the compared split (similarity.split, if extracted) when
+    something reads word rows or attention maps (word in similarity.representations, similarity.attention,
+    extraction.attention), else none: word rows take several times the pooled arrays' space."""
     chosen = extraction.get("detail_splits")
-    if chosen is None:
-        return [split] if split in extraction.get("splits", []) else []
-    return list(chosen)
+    if chosen is not None:
+        return list(chosen)
+    split = similarity.get("split")
+    wanted = ("word" in similarity.get("representations", []) or bool(similarity.get("attention"))
+              or bool(extraction.get("attention")))
+    return [split] if wanted and split in extraction.get("splits", []) else []
 
 
 def _detail_errors(config: dict, models: dict, measures: dict) -> Iterator[str]:
     """Word-level and attention pair jobs read what extraction stores for its detail splits."""
     extraction, similarity = config.get("extraction", {}), config.get("similarity", {})
     split = similarity.get("split")
-    detail = detail_splits(extraction, split)
+    detail = detail_splits(extraction, similarity)
     for name in detail:
         if name not in extraction.get("splits", []):
             yield (f"key 'extraction.detail_splits' names {name!r}, which extraction.splits = "
@@ -450,7 +455,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     extraction = config["extraction"]
     if not extraction.get("datasets"):
         extraction["datasets"] = sorted(config["datasets"])
-    extraction["detail_splits"] = detail_splits(extraction, config["similarity"]["split"])
+    extraction["detail_splits"] = detail_splits(extraction, config["similarity"])
     for message in sample_size_warnings(config):
         warnings.warn(message, SampleSizeWarning, stacklevel=2)
     return config

@@ -38,9 +38,12 @@ def test_defaults_are_filled(default_config):
         del default_config["similarity"][key]
     config = validate_config(default_config)
     assert config["extraction"]["batch_size"] == 32
-    # words (and, when asked, attention) are stored for the compared split only
+    # words (and, when asked, attention) are stored for the compared split only, and only when read
     assert config["extraction"]["detail_splits"] == ["test"] and config["extraction"]["attention"] is False
     assert config["similarity"]["word"]["measures"] is None and config["similarity"]["attention"] is None
+    default_config["extraction"]["detail_splits"] = None
+    default_config["similarity"]["representations"] = ["mean"]
+    assert validate_config(default_config)["extraction"]["detail_splits"] == []
     assert config["extraction"]["poolings"] == ["mean", "cls", "last"]
     assert config["models"]["minilm-ft-s1"]["warmup_fraction"] == 0.1
     assert config["measures"] == {"linear_cka": {"measure": "cka", "params": {"kernel": "linear", "estimator": "biased"},
