@@ -60,8 +60,8 @@ class TruncationWarning(UserWarning):
 
 
 class _BlockWriter:
-    """Buffer rows along the last-but-one axis (`axis`) and write them in chunk-aligned blocks (no
-    partial-chunk rewrites)."""
+    """Buffer rows along `axis` (examples, tokens or words: 1; flattened attention maps: 2) and write
+    them in chunk-aligned blocks (no partial-chunk rewrites)."""
 
     def __init__(self, array: zarr.Array, block: int, axis: int = 1):
         self.array, self.block, self.axis, self.position = array, block, axis, 0
