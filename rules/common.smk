@@ -18,11 +18,17 @@ EXTRACT_ON = sorted(config["extraction"]["datasets"])
 REPRESENTATIONS = sorted(config["similarity"]["representations"])
 # Unordered pairs, each model with itself included; names sorted so a pair has one path.
 PAIRS = list(combinations_with_replacement(MODELS, 2))
+DISTINCT_PAIRS = [(a, b) for a, b in PAIRS if a != b]
+
+
+def unordered(pairs):
+    """Configured [a, b] pairs as sorted name tuples, each once (the order a pair's paths use)."""
+    return sorted({tuple(sorted(pair)) for pair in pairs})
+
 
 ALIGN = config["align"]
 ALIGN_PAIRS = (
-    sorted({tuple(sorted(pair)) for pair in ALIGN["pairs"]}) if ALIGN["pairs"] is not None
-    else [(a, b) for a, b in PAIRS if a != b]
+    unordered(ALIGN["pairs"]) if ALIGN["pairs"] is not None else DISTINCT_PAIRS
 ) if ALIGN["enabled"] else []
 # Layer injection: models fine-tuned from the same base on the same dataset, each unordered pair once.
 INJECTION_PAIRS = [
@@ -86,8 +92,8 @@ def per_pair(template, representations, datasets, pairs):
 # The pairs each representation compares: every pair (self pairs too), except that similarity.word.pairs may
 # name fewer for word level (its pair jobs cost more: n words instead of n sentences).
 WORD_PAIRS = config["similarity"]["word"]["pairs"]
-PAIRS_OF = {r: sorted({tuple(sorted(pair)) for pair in WORD_PAIRS}) if r == "word" and WORD_PAIRS is not None
-            else PAIRS for r in REPRESENTATIONS}
+PAIRS_OF = {r: unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None else PAIRS
+            for r in REPRESENTATIONS}
 
 
 def per_compared_pair(template):
@@ -142,16 +148,14 @@ TARGETS = {
 
 # Token-level minibatch CKA (similarity.tokens): each configured pair once, names sorted, on every extracted
 # dataset.
-TOKEN_PAIRS = sorted({tuple(sorted(pair)) for pair in config["similarity"]["tokens"]["pairs"]}
-                     ) if config["similarity"].get("tokens") else []
+TOKEN_PAIRS = unordered(config["similarity"]["tokens"]["pairs"]) if config["similarity"].get("tokens") else []
 TOKEN_TABLES = [paths.TOKEN_TABLE.format(dataset=d, model_a=a, model_b=b) for d in EXTRACT_ON for a, b in TOKEN_PAIRS]
 TARGETS["token_tables"] = [paths.TOKEN_TABLES] if TOKEN_PAIRS else []
 
 # Attention similarity (similarity.attention): the configured pairs (null: every pair of distinct models).
 ATTENTION_SETTINGS = config["similarity"]["attention"]
-ATTENTION_PAIRS = ([] if not ATTENTION_SETTINGS else
-                   sorted({tuple(sorted(pair)) for pair in ATTENTION_SETTINGS["pairs"]})
-                   if ATTENTION_SETTINGS["pairs"] is not None else [(a, b) for a, b in PAIRS if a != b])
+ATTENTION_PAIRS = ([] if not ATTENTION_SETTINGS else unordered(ATTENTION_SETTINGS["pairs"])
+                   if ATTENTION_SETTINGS["pairs"] is not None else DISTINCT_PAIRS)
 ATTENTION_DETAIL = bool(ATTENTION_SETTINGS and ATTENTION_SETTINGS["detail_layers"])
 
 

@@ -218,7 +218,7 @@ rule attention_heads_figure:
         paths.log(paths.ATTENTION_HEADS_FIGURE),
     params:
         figure="attention_heads",
-        options={},
+        options={"measures": ATTENTION_MEASURES},
     threads: 1
     conda:
         "../envs/report.yaml"

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 import torch
 from conftest import REPO
+from test_config import problems_of
 
-from reprsim.config import ConfigError, load_yaml, validate_config
+from reprsim.config import load_yaml, validate_config
 from reprsim.io.datasets import read_meta
 from reprsim.io.outputs import write_parquet
 from reprsim.io.provenance import hash_directory
@@ -115,12 +116,6 @@ def config():
                                        "tokenizer": {"train": {"dataset": "sst2", "vocab_size": 2000}},
                                        "config": {"n_embd": 128, "n_layer": 4, "n_head": 4}}
     return config
-
-
-def problems_of(config) -> str:
-    with pytest.raises(ConfigError) as caught:
-        validate_config(config)
-    return str(caught.value)
 
 
 def test_a_trained_tokenizer_is_valid_and_gets_its_defaults(config):

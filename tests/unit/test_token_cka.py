@@ -9,8 +9,9 @@ import pytest
 import torch
 import zarr
 from conftest import REPO
+from test_config import problems_of
 
-from reprsim.config import ConfigError, load_yaml, validate_config
+from reprsim.config import load_yaml, validate_config
 from reprsim.metrics.cka import MinibatchHSIC, minibatch_cka_layers
 from reprsim.resampling import half_samples
 from reprsim.stages.compare.pairs import compare_pair
@@ -177,12 +178,6 @@ def config():
     config["extraction"]["tokens"] = True
     config["similarity"]["tokens"] = {"pairs": [["bert-small-s0", "bert-small-s1"], ["minilm", "minilm-ft-s1"]]}
     return config
-
-
-def problems_of(config) -> str:
-    with pytest.raises(ConfigError) as caught:
-        validate_config(config)
-    return str(caught.value)
 
 
 def test_token_pairs_are_off_by_default_and_get_their_defaults(config):

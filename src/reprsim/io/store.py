@@ -157,11 +157,7 @@ def pooled_rows(store: ActivationStore, pooling: str, split: str | None = None) 
     values = store[f"pooled/{pooling}"]
     if split is None:
         return values[:]
-    names = store.attrs["split_names"]
-    if split not in names:
-        raise KeyError(f"store has no rows of split {split!r}; extracted splits: {names}")
-    codes = store["examples/split"][:]
-    rows = np.flatnonzero(codes == names.index(split))
+    rows = split_examples(store, split)
     return values[:, rows[0]:rows[-1] + 1]  # splits are stored contiguously
 
 
@@ -169,7 +165,7 @@ def split_examples(store: ActivationStore, split: str) -> np.ndarray:
     """Indices of the examples of `split` in the store (stored contiguously, in dataset row order)."""
     names = store.attrs["split_names"]
     if split not in names:
-        raise KeyError(f"store has no rows of split {split!r}; extracted splits: {names}")
+        raise KeyError(f"{store.path} has no rows of split {split!r}; extracted splits: {names}")
     return np.flatnonzero(store["examples/split"][:] == names.index(split))
 
 

@@ -20,7 +20,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from reprsim.aligners.linear import relative_error
 from reprsim.aligners.registry import make
-from reprsim.io.store import open_store, pooled_rows
+from reprsim.io.store import open_store, pooled_rows, split_examples
 from reprsim.nets.classifiers import classification_scores, head_logits
 from reprsim.nets.loading import load_classifier, n_layers
 
@@ -36,8 +36,7 @@ def last_layer_rows(store_path: str | Path, pooling: str, split: str) -> np.ndar
 
 def split_labels(store_path: str | Path, split: str) -> np.ndarray:
     store = open_store(store_path)
-    codes = store["examples/split"][:]
-    return store["examples/label"][:][codes == store.attrs["split_names"].index(split)]
+    return store["examples/label"][:][split_examples(store, split)]
 
 
 @torch.inference_mode()

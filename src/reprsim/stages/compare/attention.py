@@ -37,11 +37,11 @@ import pandas as pd
 import torch
 
 from reprsim import attention
-from reprsim.io.store import ATTENTION_ARRAYS, attention_maps, open_store
+from reprsim.io.store import ATTENTION_ARRAYS, attention_maps, open_store, split_examples
 from reprsim.metrics import MEASURES, directed_layers
 from reprsim.metrics.api import check_params
 from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
-from reprsim.stages.compare.pairs import _check_same_rows
+from reprsim.stages.compare.pairs import check_same_rows
 
 HEAD_MEASURES = tuple(attention.MEASURES)  # pearson, js, frobenius
 DISTRIBUTED_MEASURES = ("cka", "svcca", "pwcca")
@@ -83,10 +83,6 @@ def _specs(measures: dict[str, dict]) -> dict[str, dict]:
     return specs
 
 
-def _split_examples(store, split: str) -> np.ndarray:
-    return np.flatnonzero(store["examples/split"][:] == store.attrs["split_names"].index(split))
-
-
 def _lengths(store, level: str, examples: np.ndarray, name: str, split: str) -> np.ndarray:
     """Sentence lengths t (words or tokens) of `examples`, from the offsets of their t² entries."""
     attention_maps(store, 1, np.empty(0, dtype=np.int64), level)  # KeyError when not extracted
@@ -116,8 +112,8 @@ def _finite(store, level: str, examples: np.ndarray, layers: int) -> np.ndarray:
 def _sentences(store_a, store_b, split: str, level: str, max_examples: int | None, rng,
                names: tuple[str, str], layers: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """The example indices in A and in B of the sentences compared, their lengths, and what was left out."""
-    _check_same_rows(store_a, store_b, split, names)
-    ex_a, ex_b = _split_examples(store_a, split), _split_examples(store_b, split)
+    check_same_rows(store_a, store_b, split, names)
+    ex_a, ex_b = split_examples(store_a, split), split_examples(store_b, split)
     if len(ex_a) == 0:
         raise ValueError(f"{names[0]} and {names[1]} have no {split!r} examples")
     t_a = _lengths(store_a, level, ex_a, names[0], split)

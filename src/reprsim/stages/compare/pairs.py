@@ -22,14 +22,8 @@ from reprsim.metrics import MEASURES, directed_null, directed_replicates
 from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
 
 
-def _check_same_rows(store_a, store_b, split: str, names: tuple[str, str]) -> None:
-    for store, name in zip((store_a, store_b), names):
-        if split not in store.attrs["split_names"]:
-            raise KeyError(f"store of {name} has no {split!r} rows; extracted: {store.attrs['split_names']}")
-    rows = []
-    for store in (store_a, store_b):
-        codes = store["examples/split"][:]
-        rows.append(store["examples/row"][:][codes == store.attrs["split_names"].index(split)])
+def check_same_rows(store_a, store_b, split: str, names: tuple[str, str]) -> None:
+    rows = [store["examples/row"][:][split_examples(store, split)] for store in (store_a, store_b)]
     if not np.array_equal(rows[0], rows[1]):
         raise ValueError(
             f"{names[0]} and {names[1]} were extracted on different {split!r} rows "
@@ -151,7 +145,7 @@ def compare_pair(
     intervals = {"resamples": 100, "confidence": 0.95, "seed": 0, **(intervals or {})}
     store_a, store_b = open_store(store_a_path), open_store(store_b_path)
     model_a, model_b = store_a.attrs["model"], store_b.attrs["model"]
-    _check_same_rows(store_a, store_b, split, (model_a, model_b))
+    check_same_rows(store_a, store_b, split, (model_a, model_b))
     word_meta = None
     if representation == "word":
         words = {"max_words": None, "seed": 0, **(words or {})}

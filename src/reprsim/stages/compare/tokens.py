@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from reprsim.io.logs import progress
-from reprsim.io.store import open_store
+from reprsim.io.store import open_store, split_examples
 from reprsim.metrics.cka import MinibatchHSIC
 from reprsim.resampling import beyond_chance, half_samples, interval
 
@@ -76,9 +76,7 @@ def _token_range(store, split: str | None) -> tuple[int, int]:
     offsets = store["tokens/offsets"][:]
     if split is None:
         return 0, int(offsets[-1])
-    if split not in store.attrs["split_names"]:
-        raise KeyError(f"store {store.path} has no {split!r} rows; extracted: {store.attrs['split_names']}")
-    rows = np.flatnonzero(store["examples/split"][:] == store.attrs["split_names"].index(split))
+    rows = split_examples(store, split)
     if not len(rows) or not np.array_equal(rows, np.arange(rows[0], rows[-1] + 1)):
         raise ValueError(f"store {store.path}: the {split!r} examples are not one run of rows")
     return int(offsets[rows[0]]), int(offsets[rows[-1] + 1])

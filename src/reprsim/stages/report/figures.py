@@ -192,9 +192,10 @@ def pair_heatmaps(tables: Tables, out_path: str | Path, measures: dict[str, str]
     _save(fig, out_path)
 
 
-def attention_heads(tables: Tables, out_path: str | Path) -> None:
+def attention_heads(tables: Tables, out_path: str | Path, measures: dict[str, str] | None = None) -> None:
     """Head × head similarity of the chosen layer pairs (Wu et al. 2020, §3.4): one panel per head-level
-    measure and layer pair; each row's best head (the one attnsim takes) outlined."""
+    measure (`measures`: label -> measure, for its colour scale) and layer pair; each row's best head (the
+    one attnsim takes) outlined."""
     rows = tables["table"]
     if rows.empty:
         raise ValueError("the head table is empty: similarity.attention.detail_layers names no layer pair")
@@ -208,8 +209,7 @@ def attention_heads(tables: Tables, out_path: str | Path) -> None:
     for ax, ((layer_a, layer_b, label), group) in zip(axes.flat, panels):
         matrix = group.pivot(index="head_a", columns="head_b", values="value").sort_index().sort_index(axis=1)
         kind = group["kind"].iloc[0]
-        measure = label.removeprefix("attn_") if label.startswith("attn_") else label
-        cmap, norm = _colours(kind, measure, group["value"])
+        cmap, norm = _colours(kind, (measures or {}).get(label, label), group["value"])
         image = ax.imshow(matrix.to_numpy(), origin="lower", cmap=cmap, norm=norm, aspect="auto")
         best = np.nanargmin(matrix.to_numpy(), axis=1) if kind == "distance" else np.nanargmax(matrix.to_numpy(), axis=1)
         from matplotlib.patches import Rectangle

@@ -33,6 +33,7 @@ from reprsim.io.outputs import write_text
 from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
+from reprsim.layers import matching_layer
 from reprsim.stages.report.figures import representation_text
 
 Paths = tuple[str, ...]
@@ -652,7 +653,7 @@ def _attention_display(table: pd.DataFrame, inputs: ReportInputs) -> pd.DataFram
             ["dataset", "model_a", "model_b", "measure", "direction"], sort=False):
         depth_a, depth_b = int(pair["layer_a"].max()), int(pair["layer_b"].max())
         for _, row in pair.sort_values("layer_a").iterrows():
-            if row["layer_b"] != max(1, round(row["layer_a"] * depth_b / depth_a)):
+            if row["layer_b"] != max(1, matching_layer(row["layer_a"], depth_a, depth_b)):
                 continue
             arrow = {"a->b": f"{a} → {b}", "b->a": f"{b} → {a}"}.get(direction, "both")
             rows.append({"dataset": dataset, "pair": f"{a} vs {b}", "measure": _measure_name(label),
