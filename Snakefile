@@ -38,6 +38,7 @@ include: "rules/finetune.smk"
 include: "rules/extract.smk"
 include: "rules/compare.smk"
 include: "rules/align.smk"
+include: "rules/stitch.smk"
 include: "rules/findings.smk"
 include: "rules/report.smk"
 

@@ -13,7 +13,9 @@ from reprsim.workflow.codedeps import code_dependencies
 DATASETS = sorted(config["datasets"])
 MODELS = sorted(config["models"])
 FINETUNED = sorted(m for m in MODELS if config["models"][m]["source"] == "finetune")
-MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED)
+PRETRAINED = sorted(m for m in MODELS if config["models"][m]["source"] == "pretrain")
+# each model is made by exactly one rule: finetune_model, pretrain_model, or materialize_model for the rest
+MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED and m not in PRETRAINED)
 EXTRACT_ON = sorted(config["extraction"]["datasets"])
 REPRESENTATIONS = sorted(config["similarity"]["representations"])
 # Unordered pairs, each model with itself included; names sorted so a pair has one path.

@@ -20,6 +20,8 @@ rule findings:
         aligner_rows=per_pair(paths.ALIGNER_ROWS, [ALIGN["representation"]], EXTRACT_ON, ALIGN_PAIRS),
         attention=TARGETS["attention"],
         attention_replicates=[paths.ATTENTION_RESAMPLES_ALL] if TARGETS["attention"] else [],
+        stitching=TARGETS["stitching"],
+        stitching_replicates=[paths.STITCHING_RESAMPLES] if TARGETS["stitching"] else [],
         code=code("findings"),
     output:
         table=paths.FINDINGS,

@@ -1,5 +1,6 @@
 # Stage models: materialise models (hub, local directory, installed package, random init) into
-# save_pretrained dirs. Fine-tuned models come from rules/finetune.smk into the same place.
+# save_pretrained dirs, and pretrain causal LMs from scratch on a dataset's text (source pretrain).
+# Fine-tuned models come from rules/finetune.smk into the same place.
 
 
 def model_spec(wildcards):
@@ -35,3 +36,39 @@ rule materialize_model:
         "../envs/models.yaml"
     script:
         "../scripts/materialize_model.py"
+
+
+def pretrain_inputs(wildcards):
+    """A pretrained model's dataset and its tokenizer: the model it borrows it from, or (when it is another
+    dataset than the one it pretrains on) the dataset the tokenizer is trained on."""
+    spec = config["models"][wildcards.model]
+    inputs = {"dataset": dataset_dir(spec["dataset"])}
+    if not isinstance(spec["tokenizer"], dict):
+        inputs["tokenizer"] = model_dir(spec["tokenizer"])
+    elif spec["tokenizer"]["train"]["dataset"] != spec["dataset"]:
+        inputs["tokenizer_dataset"] = dataset_dir(spec["tokenizer"]["train"]["dataset"])
+    return inputs
+
+
+rule pretrain_model:
+    input:
+        unpack(pretrain_inputs),
+        code=code("pretrain_model"),
+    output:
+        model=directory(paths.MODEL),
+    log:
+        paths.log(paths.MODEL),
+    params:
+        spec=model_spec,
+        device=config["device"],
+    wildcard_constraints:
+        model=_one_of(PRETRAINED),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=pretrain_mem_mb,
+        runtime=pretrain_runtime,
+    conda:
+        "../envs/models.yaml"
+    script:
+        "../scripts/pretrain_model.py"

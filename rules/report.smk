@@ -245,6 +245,62 @@ rule attention_layers_figure:
         "../scripts/plot_figure.py"
 
 
+# Model stitching: per unordered pair of distinct models the penalty figure (both directions, with the two
+# self-stitches); per dataset identity stitching beside CKA (Brown et al. 2023, Fig. 2).
+def stitch_figure_inputs(wildcards):
+    """Both directions' tables and the two self-stitch tables of one model pair (rules/stitch.smk)."""
+    def table(bottom, top):
+        return paths.STITCH_TABLE.format(dataset=wildcards.dataset, model_a=bottom, model_b=top)
+
+    a, b = wildcards.model_a, wildcards.model_b
+    return {"forward": table(a, b), "backward": table(b, a), "self_a": table(a, a), "self_b": table(b, b)}
+
+
+def stitching_figure_inputs(wildcards):
+    """All stitching jobs' table and, when the dataset is extracted, the pair table (its CKA panel)."""
+    return {"table": paths.STITCHING, **({"pairs": paths.PAIRS} if wildcards.dataset in EXTRACT_ON else {})}
+
+
+rule stitch_figure:
+    input:
+        unpack(stitch_figure_inputs),
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.STITCH_FIGURE, category="Stitching", subcategory="{dataset}",
+                      caption=f"{CAPTIONS}/stitch_penalties.rst",
+                      labels={"model A": "{model_a}", "model B": "{model_b}"}),
+    log:
+        paths.log(paths.STITCH_FIGURE),
+    params:
+        figure="stitch_penalties",
+        options=lambda wildcards: {"model_a": wildcards.model_a, "model_b": wildcards.model_b,
+                                   "confidence": config["similarity"]["intervals"]["confidence"]},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+rule stitching_figure:
+    input:
+        unpack(stitching_figure_inputs),
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.STITCHING_FIGURE, category="Stitching", caption=f"{CAPTIONS}/stitching_summary.rst"),
+    log:
+        paths.log(paths.STITCHING_FIGURE),
+    params:
+        figure="stitching_summary",
+        options=lambda wildcards: {"dataset": wildcards.dataset, "measure_label": findings_measure(),
+                                   "confidence": config["similarity"]["intervals"]["confidence"]},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
 # The report's pages: the main page always, a detail page when it has something to show
 # (reprsim.stages.report.html.PAGES names the inputs of each, and checks that these agree).
 REPORT_PAGES = {
@@ -255,6 +311,7 @@ REPORT_PAGES = {
     **({"alignment": paths.REPORT_ALIGNMENT} if any(TARGETS[name] for name in (
         "aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")) else {}),
     **({"attention": paths.REPORT_ATTENTION} if TARGETS["attention"] else {}),
+    **({"stitching": paths.REPORT_STITCHING} if TARGETS["stitching"] else {}),
 }
 
 

@@ -44,14 +44,31 @@ def _store_facts(store_path):
 
 def _model_facts(name, input_dir):
     """meta.json of model `name`. A fine-tuned model has its base's architecture, so before it
-    exists (a group job that also trains it, a dry run) its base's facts stand in."""
+    exists (a group job that also trains it, a dry run) its base's facts stand in; a pretrained
+    model's are estimated from its spec."""
     while True:
         path = os.path.join(paths.MODEL.format(model=name), "meta.json")
         if os.path.exists(path):
             return _read_json(path)
-        if config["models"][name]["source"] != "finetune":
+        spec = config["models"][name]
+        if spec["source"] == "pretrain":
+            return {**job_resources.pretrain_facts(spec, _vocab_size(spec)), "spec": spec}
+        if spec["source"] != "finetune":
             raise _not_produced_yet(input_dir)
-        name = config["models"][name]["base"]
+        name = spec["base"]
+
+
+def _vocab_size(spec):
+    """A pretrained model's vocabulary: at most its trained tokenizer's vocab_size, or the vocab_size in the
+    config.json of the model whose tokenizer it borrows."""
+    tokenizer = spec["tokenizer"]
+    if isinstance(tokenizer, dict):
+        return tokenizer["train"]["vocab_size"]
+    directory = paths.MODEL.format(model=tokenizer)
+    path = os.path.join(directory, "config.json")
+    if not os.path.exists(path):
+        raise _not_produced_yet(directory)
+    return _read_json(path)["vocab_size"]
 
 
 # ----------------------------------------------------------------- extract
@@ -78,6 +95,23 @@ def finetune_runtime(wildcards, input, attempt):
     sizes = _dataset_sizes(input.dataset)
     n_train, n_validation = (job_resources.split_rows(sizes, [split]) for split in ("train", "validation"))
     return job_resources.finetune_runtime(base, spec, n_train, n_validation, attempt)
+
+
+# ----------------------------------------------------------------- pretrain
+def _pretrain_facts(wildcards):
+    spec = config["models"][wildcards.model]
+    return job_resources.pretrain_facts(spec, _vocab_size(spec)), spec
+
+
+def pretrain_mem_mb(wildcards, attempt):  # no input: known from the config (a borrowed tokenizer's model aside)
+    model, spec = _pretrain_facts(wildcards)
+    return job_resources.pretrain_mem_mb(model, spec, attempt)
+
+
+def pretrain_runtime(wildcards, input, attempt):
+    model, spec = _pretrain_facts(wildcards)
+    n_validation = job_resources.split_rows(_dataset_sizes(input.dataset), ["validation"])
+    return job_resources.pretrain_runtime(model, spec, n_validation, attempt)
 
 
 # ----------------------------------------------------------------- truncation and skip

@@ -23,7 +23,8 @@ with tee_to_log(snakemake.log[0]):
                   resamples=intervals["resamples"], seed=intervals["seed"])
     tables = Tables(**{name: read(name) for name in ("pairs", "replicates", "skip", "truncation", "layer_blocks",
                                                      "aligners", "aligner_rows", "attention",
-                                                     "attention_replicates")})
+                                                     "attention_replicates", "stitching",
+                                                     "stitching_replicates")})
     table = findings(tables, setup)
     print(table[["claim_id", "estimate", "ci_low", "ci_high", "verdict"]].to_string(index=False), flush=True)
     write_findings(table, snakemake.output.table, snakemake.output.csv)

@@ -20,6 +20,7 @@ from jsonschema import validators
 
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
+from reprsim.workflow.stitching import stitching_problems
 
 # load_yaml and SCHEMA_PATH too: the CLI and the tests read configs through this module
 __all__ = ["SCHEMA_PATH", "ConfigError", "SampleSizeWarning", "architecture_fields", "first_label", "load_yaml",
@@ -28,6 +29,12 @@ __all__ = ["SCHEMA_PATH", "ConfigError", "SampleSizeWarning", "architecture_fiel
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message says which key and what is allowed."""
+
+
+# sources that build a model from a transformers config with a seed: a tokenizer (borrowed or trained) and `config`
+FROM_CONFIG = ("init", "pretrain")
+# config fields a pretrain model's own keys set: the tokenizer sets the vocabulary, `activation` the activation
+PRETRAIN_SET_BY = {"vocab_size": "tokenizer", "activation_function": "activation"}
 
 
 REMOTE_CODE = ("reprsim never executes remote code (a model's or dataset's own Python files from the hub); "
@@ -117,6 +124,11 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
                 yield f"{kind} name {name!r} contains '__', which reprsim reserves to join pair names"
     for name, spec in models.items():
         source, key = spec.get("source"), f"models.{written.get(name, name)}"
+        if source == "pretrain" and spec.get("dataset") not in datasets:
+            yield (
+                f"key '{key}.dataset' is {spec.get('dataset')!r}, which is not a "
+                f"dataset in this config; defined datasets: {', '.join(sorted(datasets))}"
+            )
         if source == "finetune":
             if spec.get("base") not in models:
                 yield (
@@ -131,14 +143,14 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
         if source == "finetune" and spec.get("steps") is not None and spec.get("epochs") is not None:
             yield f"{key}: give steps or epochs, not both (steps {spec['steps']}, epochs {spec['epochs']})"
         tokenizer = spec.get("tokenizer")
-        if source == "init" and isinstance(tokenizer, dict):
+        if source in FROM_CONFIG and isinstance(tokenizer, dict):
             trained_on = tokenizer.get("train", {}).get("dataset")
             if trained_on not in datasets:
                 yield (
                     f"key '{key}.tokenizer.train.dataset' is {trained_on!r}, which is not a dataset "
                     f"in this config; defined datasets: {', '.join(sorted(datasets))}"
                 )
-        elif source == "init" and tokenizer not in models:
+        elif source in FROM_CONFIG and tokenizer not in models:
             yield (
                 f"key '{key}.tokenizer' is {tokenizer!r}, which is not a model "
                 f"in this config; defined models: {', '.join(sorted(models))}"
@@ -159,6 +171,7 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
     yield from _align_errors(config.get("align", {}), models)
     yield from _token_pair_errors(config, models)
     yield from _detail_errors(config, models, measures)
+    yield from stitching_problems(config)
     extracted = config.get("extraction", {}).get("splits", [])
     wanted = {"similarity.split": config.get("similarity", {}).get("split")}
     align = config.get("align", {})
@@ -415,14 +428,32 @@ def _model_config_errors(where: str, overrides: dict, architecture: str, describ
 
 
 def _architecture_errors(models: dict) -> Iterator[str]:
-    """Every random model's `config` keys: fields of its architecture, of the right kind, consistent sizes."""
-    specs = {name: spec for name, spec in models.items() if spec.get("source") == "init"}
+    """Every random or pretrained model's `config` keys: fields of its architecture, of the right kind, consistent
+    sizes; for a pretrained one also what its own keys set, and positions for its context."""
+    specs = {name: spec for name, spec in models.items() if spec.get("source") in FROM_CONFIG}
     if not specs:
         return
     described = architecture_fields({spec["architecture"] for spec in specs.values()})
     for name, spec in specs.items():
-        yield from _model_config_errors(f"models.{name}.config", spec.get("config", {}), spec["architecture"],
-                                        described[spec["architecture"]])
+        where, overrides = f"models.{name}.config", spec.get("config", {})
+        yield from _model_config_errors(where, overrides, spec["architecture"], described[spec["architecture"]])
+        if spec["source"] == "pretrain":
+            yield from _pretrain_config_errors(where, overrides, spec, described[spec["architecture"]])
+
+
+def _pretrain_config_errors(where: str, overrides: dict, spec: dict, described: dict) -> Iterator[str]:
+    """A pretrained model's `config` may not set what its own keys set, and needs a position per context token."""
+    aliases, model = described["aliases"], where.removesuffix(".config")
+    positions = aliases.get("max_position_embeddings", "max_position_embeddings")
+    context = spec.get("context")
+    for key, value in overrides.items():
+        field = aliases.get(key, key)
+        if field in PRETRAIN_SET_BY:
+            yield f"key '{where}.{key}' is set by '{model}.{PRETRAIN_SET_BY[field]}'; leave it out of config"
+        if (field == positions and isinstance(value, int) and not isinstance(value, bool)
+                and isinstance(context, int) and 0 <= value < context):
+            yield (f"key '{where}.{key}' is {value}, below context = {context}: the model would have no position "
+                   "for a block's later tokens (leave it out: it defaults to context)")
 
 
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:

@@ -91,7 +91,7 @@ def test_a_model_without_its_weights_file(tree, capsys):
     assert str(caught.value).startswith(f"{MODEL}: ") and f"snakemake --forcerun {MODEL}" in str(caught.value)
     code, lines = verify(capsys)
     assert code == 1 and any(line.startswith(f"{MODEL}: no weights") and
-                             line.endswith("(rule materialize_model or finetune_model)") for line in lines)
+                             line.endswith("(rule materialize_model or finetune_model or pretrain_model)") for line in lines)
 
 
 def test_a_truncated_weights_file(tree, capsys):

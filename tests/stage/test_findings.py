@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from reprsim.config import validate_config
+from reprsim.layers import matching_layer
 from reprsim.resampling import interval
 from reprsim.stages.findings.accuracy import finetuned_layers_carry_the_task, skip_upper_cheaper
 from reprsim.stages.findings.alignment import inn_aligns_better
@@ -27,6 +28,8 @@ from reprsim.stages.findings.profiles import (finetuning_changes_upper_attention
                                               adjacent_layers, finetuning_changes_upper_layers, halves,
                                               lower_layers_across_seeds)
 from reprsim.stages.findings.relations import finetuned_from, groups, seed_pairs
+from reprsim.stages.findings.stitching import (kind_labels, kinds, stitching_asymmetric_between_kinds,
+                                               stitching_penalty_grows_with_depth)
 from reprsim.stages.findings.table import COLUMNS, verdict, write_findings
 from reprsim.stages.findings.two_blocks import two_block_structure
 
@@ -396,6 +399,13 @@ def config_like_tables(config_path="config/config.yaml", seed=0) -> tuple[Tables
         tables = dataclasses.replace(
             tables, attention=keep(attended.pairs).assign(measure=label, representation="attention"),
             attention_replicates=keep(attended.replicates).assign(measure=label, representation="attention"))
+    if config.get("stitching"):  # every stitch job of the config, small random penalties
+        from reprsim.workflow.stitching import stitch_jobs
+
+        made = stitch_tables(depth, lambda f, g, la, m, phi: 0.0 if f == g and phi == "identity"
+                             else float(rng.uniform(-0.02, 0.05)), [(job.bottom, job.top) for job in stitch_jobs(config)],
+                             phis=config["stitching"]["phi"])
+        tables = dataclasses.replace(tables, stitching=made.stitching, stitching_replicates=made.stitching_replicates)
     aligners = {label: spec["aligner"] for label, spec in config["align"]["aligners"].items()}
     return tables, Setup(models=config["models"], measure="linear_cka", aligners=aligners, resamples=R,
                          attention_measure=label if attention else None)
@@ -407,7 +417,10 @@ def test_the_shipped_configurations_test_enough_claims(config_path):
     assert list(table.columns) == COLUMNS and len(table) == len(CLAIMS) >= 6
     applicable = table[table["verdict"] != "not applicable"]
     attention = yaml.safe_load((REPO / config_path).read_text())["similarity"].get("attention")
-    assert len(applicable) >= 4 and len(applicable) == len(table) - (0 if attention else 1)
+    # both configurations stitch seeds of one recipe only: the asymmetry between kinds has nothing to compare
+    not_applicable = (0 if attention else 1) + 1
+    assert len(applicable) >= 4 and len(applicable) == len(table) - not_applicable
+    assert table.set_index("claim_id").loc["stitching_penalty_grows_with_depth", "verdict"] != "not applicable"
     assert np.isfinite(applicable[["estimate", "ci_low", "ci_high"]]).all().all()
     assert (applicable["ci_low"] <= applicable["estimate"]).all() and (applicable["estimate"] <= applicable["ci_high"]).all()
     assert table["reason"].str.len().gt(0).all() and table["claim_id"].is_unique
@@ -439,3 +452,149 @@ def test_claims_read_only_the_pairs_a_representation_compares():
     assert only(finetuning_changes_upper_layers(tables, setup(specs)))["models"] == "ft vs orig"
     assert only(two_block_structure(tables, setup(specs)))["verdict"] == "not applicable"  # ft with itself: absent
     assert "models of different groups" in only(groups_closer_within(tables, setup(specs)))["reason"]
+
+
+# ----------------------------------------------------------------- 9. model stitching
+def stitch_tables(depths, penalty, jobs, phis=("identity", "affine"), layers="matching", metric="accuracy",
+                  noise=0.004, seed=0, dataset="d") -> Tables:
+    """stitching and stitching_resamples as the stitch stage writes them: one job per (f, g) of `jobs`
+    (self-stitches at l = m), matching or all layer pairs, `penalty(f, g, l, m, phi)` the estimate and
+    replicate r = estimate + Gaussian noise (sd `noise`) on the same N rows in every job."""
+    rng = np.random.default_rng(seed)
+    objective = "language_modeling" if metric == "cross_entropy" else "classification"
+    higher = metric != "cross_entropy"
+    rows = []
+    for f, g in jobs:
+        depth_f, depth_g = depths[f], depths[g]
+        cells = ([(la, la) for la in range(1, depth_f + 1)] if f == g else
+                 [(la, matching_layer(la, depth_f, depth_g)) for la in range(1, depth_f + 1)] if layers == "matching"
+                 else [(la, m) for la in range(1, depth_f + 1) for m in range(1, depth_g + 1)])
+        for la, m in cells:
+            for phi in phis:
+                p = float(penalty(f, g, la, m, phi))
+                top = 0.8 if higher else 3.0
+                rows.append({"dataset": dataset, "objective": objective, "model_a": f, "model_b": g, "layer_a": la,
+                             "layer_b": m, "n_layers_a": depth_f, "n_layers_b": depth_g, "phi": phi, "seed": 0,
+                             "metric": metric, "higher_is_better": higher, "value": top - p if higher else top + p,
+                             "chance": 0.5 if higher else 6.0, "top_score": top, "penalty": p,
+                             "penalty_low": p - 0.01, "penalty_high": p + 0.01, "split": "validation", "n": N})
+    table = pd.DataFrame(rows)
+    keys = ["layer_a", "phi", "seed", "metric"]
+    own = table[table["model_a"] == table["model_b"]][["model_a", *keys, "penalty"]].rename(
+        columns={"penalty": "self_penalty"})
+    table = table.merge(own, on=["model_a", *keys], how="left")
+    table["excess_penalty"] = table["penalty"] - table["self_penalty"]
+    reps = table.loc[table.index.repeat(R), ["dataset", "model_a", "model_b", "layer_a", "layer_b", "phi", "seed",
+                                              "metric", "penalty"]].reset_index(drop=True)
+    reps["replicate"] = np.tile(np.arange(R), len(table))
+    reps["penalty"] = reps["penalty"] + noise * rng.normal(size=len(reps))
+    reps["value"] = 0.0
+    return Tables(stitching=table, stitching_replicates=reps.assign(n=N, m=N // 2))
+
+
+def replicate_penalty(tables: Tables, f, g, la, m, phi) -> np.ndarray:
+    reps = tables.stitching_replicates
+    chosen = reps[(reps["model_a"] == f) & (reps["model_b"] == g) & (reps["layer_a"] == la) & (reps["layer_b"] == m)
+                  & (reps["phi"] == phi)].sort_values("replicate")
+    return chosen["penalty"].to_numpy()
+
+
+FINETUNED_SEEDS = {"orig": ORIG, "ft-s1": finetuned(1), "ft-s2": finetuned(2)}
+BOTH_WAYS = [("ft-s1", "ft-s2"), ("ft-s2", "ft-s1"), ("ft-s1", "ft-s1"), ("ft-s2", "ft-s2")]
+
+
+@pytest.mark.parametrize("kind, slope", [("supported", 0.02), ("contradicted", -0.02), ("inconclusive", 0.0)])
+def test_stitching_penalty_grows_with_depth(kind, slope):
+    """Excess penalty (f into g minus f into itself) of the upper half of f's layers minus the lower half."""
+    tables = stitch_tables({"ft-s1": 4, "ft-s2": 4},
+                           lambda f, g, la, m, phi: (0.0 if phi == "identity" else 0.01) + (0 if f == g else slope * la),
+                           BOTH_WAYS, noise=0.03 if kind == "inconclusive" else 0.004)
+    row = only(stitching_penalty_grows_with_depth(tables, setup(FINETUNED_SEEDS)))
+    assert row["verdict"] == kind and row["estimate"] == pytest.approx(2 * slope, abs=1e-12)
+    assert row["models"] == "ft-s1 → ft-s2; ft-s2 → ft-s1" and row["n"] == N and row["dataset"] == "d"
+    assert "φ = identity" in row["measure"] and "accuracy" in row["measure"]
+    # the same statistic on each replicate: upper (l = 3, 4) minus lower (1, 2) excess, mean over both directions
+    excess = {(f, g, la): replicate_penalty(tables, f, g, la, la, "identity")
+              - replicate_penalty(tables, f, f, la, la, "identity") for f, g in BOTH_WAYS[:2] for la in range(1, 5)}
+    per_replicate = np.mean([(excess[f, g, 3] + excess[f, g, 4]) / 2 - (excess[f, g, 1] + excess[f, g, 2]) / 2
+                             for f, g in BOTH_WAYS[:2]], axis=0)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(interval(row["estimate"], per_replicate, N, N // 2))
+
+
+def test_stitching_depth_subtracts_the_self_stitch_and_falls_back_to_a_learned_map():
+    """A penalty that grows as much in f's self-stitch has no excess; without identity, the first learned map."""
+    tables = stitch_tables({"ft-s1": 4, "ft-s2": 4}, lambda f, g, la, m, phi: 0.02 * la + (0.05 if f != g else 0.0),
+                           BOTH_WAYS, phis=("affine", "affine_layernorm"))
+    row = only(stitching_penalty_grows_with_depth(tables, setup(FINETUNED_SEEDS)))
+    assert row["estimate"] == pytest.approx(0.0, abs=1e-12) and row["verdict"] == "inconclusive"
+    assert "φ = affine" in row["measure"] and "first learned map" in row["reason"]
+
+
+def test_stitching_depth_not_applicable():
+    assert "no stitching table" in only(stitching_penalty_grows_with_depth(Tables(), setup(FINETUNED_SEEDS)))["reason"]
+    specs = {"a": init(0), "b": init(1)}  # stitched, but not fine-tuned
+    tables = stitch_tables({"a": 4, "b": 4}, lambda *_: 0.1, [("a", "b"), ("b", "a"), ("a", "a"), ("b", "b")])
+    row = only(stitching_penalty_grows_with_depth(tables, setup(specs)))
+    assert row["verdict"] == "not applicable" and "fine-tuned" in row["reason"] and row["dataset"] == "d"
+
+
+def pretrained(activation, seed, tokenizer="g0"):
+    return {"source": "pretrain", "dataset": "d", "tokenizer": tokenizer, "architecture": "gpt2",
+            "activation": activation, "config": {"n_embd": 16, "n_layer": 3}, "context": 16, "steps": 10,
+            "batch_size": 4, "seed": seed}
+
+
+LANGUAGE_MODELS = {"g0": pretrained("gelu", 0, {"train": {"dataset": "d", "vocab_size": 500}}),
+                   "g1": pretrained("gelu", 1), "r0": pretrained("relu", 0), "r1": pretrained("relu", 1)}
+
+
+def lm_tables(relu_into_gelu, gelu_into_relu, noise=0.004, phis=("affine_layernorm",)) -> Tables:
+    """Every model into every other (and itself) at every (l, m): cross-entropy penalties by kind, plus a
+    layer profile that cancels between matched cells (a → b at (l, m) against b → a at (m, l))."""
+    def penalty(f, g, la, m, phi):
+        kinds = (f[0], g[0])
+        base = {("r", "g"): relu_into_gelu, ("g", "r"): gelu_into_relu}.get(kinds, 0.05 if f != g else 0.02)
+        return base + 0.01 * la + 0.02 * m + (0.1 if phi == "identity" else 0.0)
+    names = sorted(LANGUAGE_MODELS)
+    return stitch_tables({m: 3 for m in names}, penalty, [(f, g) for f in names for g in names], phis=phis,
+                         layers="all", metric="cross_entropy", noise=noise)
+
+
+def test_kinds_are_specs_without_seed_with_borrowed_tokenizers_resolved():
+    grouped = kinds(LANGUAGE_MODELS, LANGUAGE_MODELS)
+    assert sorted(grouped.values()) == [("g0", "g1"), ("r0", "r1")]
+    assert kind_labels(*sorted(grouped)) == ("activation=gelu", "activation=relu")
+    assert len(kinds(FINETUNED_SEEDS, FINETUNED_SEEDS)) == 2  # the base, and the fine-tuned seeds
+
+
+@pytest.mark.parametrize("kind, relu_into_gelu, gelu_into_relu", [
+    ("supported", 0.3, 0.1), ("supported", 0.1, 0.3), ("inconclusive", 0.2, 0.2)])
+def test_stitching_asymmetric_between_kinds(kind, relu_into_gelu, gelu_into_relu):
+    tables = lm_tables(relu_into_gelu, gelu_into_relu, noise=0.03 if kind == "inconclusive" else 0.004,
+                       phis=("identity", "affine_layernorm"))
+    row = only(stitching_asymmetric_between_kinds(tables, setup(LANGUAGE_MODELS)))
+    assert row["verdict"] == kind and row["n"] == N
+    assert row["estimate"] == pytest.approx(abs(relu_into_gelu - gelu_into_relu), abs=1e-12)
+    assert "cross_entropy" in row["measure"] and "affine_layernorm" in row["measure"]  # the learned map
+    if kind == "supported":
+        costlier, cheaper = ("relu", "gelu") if relu_into_gelu > gelu_into_relu else ("gelu", "relu")
+        first = "r0, r1" if costlier == "relu" else "g0, g1"
+        assert row["models"].startswith(f"activation={costlier} -> activation={cheaper} costs more ({first} into")
+        assert "two-sided" in row["reason"]
+        # per replicate: mean over the 4 model pairs and 9 matched cells of penalty(a → b) − penalty(b → a)
+        sign = 1.0 if costlier == "relu" else -1.0
+        differences = [replicate_penalty(tables, a, b, la, m, "affine_layernorm")
+                       - replicate_penalty(tables, b, a, m, la, "affine_layernorm")
+                       for a in ("r0", "r1") for b in ("g0", "g1") for la in range(1, 4) for m in range(1, 4)]
+        per_replicate = sign * np.mean(differences, axis=0)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(interval(row["estimate"], per_replicate, N, N // 2))
+
+
+def test_stitching_asymmetry_not_applicable():
+    assert only(stitching_asymmetric_between_kinds(Tables(), setup(LANGUAGE_MODELS)))["verdict"] == "not applicable"
+    seeds = stitch_tables({"ft-s1": 4, "ft-s2": 4}, lambda *_: 0.1, BOTH_WAYS)
+    row = only(stitching_asymmetric_between_kinds(seeds, setup(FINETUNED_SEEDS)))
+    assert row["verdict"] == "not applicable" and "one kind" in row["reason"]
+    one_way = stitch_tables({"g0": 3, "r0": 3}, lambda *_: 0.1, [("g0", "r0"), ("g0", "g0"), ("r0", "r0")])
+    row = only(stitching_asymmetric_between_kinds(one_way, setup(LANGUAGE_MODELS)))
+    assert row["verdict"] == "not applicable" and "both ways" in row["reason"]

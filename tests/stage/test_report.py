@@ -25,7 +25,7 @@ CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAIN_HEADINGS = ["Findings", "Model × model summary per measure family", "Model distance and clustering", "Provenance"]
 FILES = {"index": "index.html", "pairs": "pairs.html", "models": "models.html", "alignment": "alignment.html",
-         "attention": "attention.html"}
+         "attention": "attention.html", "stitching": "stitching.html"}
 FT = ["tiny-ft-s1", "tiny-ft-s2"]
 MODELS = ["tiny-bert", *FT]
 PAIRS = [("tiny-bert", "tiny-ft-s1"), ("tiny-bert", "tiny-ft-s2"), ("tiny-ft-s1", "tiny-ft-s2")]
@@ -68,6 +68,27 @@ def _summary_rows() -> list[dict]:
                          "ci_low": value - 0.05, "ci_high": value + 0.05, "null_mean": 0.3, "beyond_chance": True,
                          "warning": "n/k = 15/32 < 5"})
     return rows
+
+
+def _stitching_rows() -> tuple[list[dict], list[dict]]:
+    """The stitching table and replicates of the two fine-tuned models (identity, layers 1..2, both ways and
+    each into itself); the replicates shift every penalty by the same offsets."""
+    rows, replicates = [], []
+    for f in FT:
+        for g in FT:
+            for layer in (1, 2):
+                penalty = 0.0 if f == g else 0.02 * layer + (0.01 if f == FT[0] else 0.0)
+                rows.append({"dataset": "tiny", "objective": "classification", "model_a": f, "model_b": g,
+                             "layer_a": layer, "layer_b": layer, "n_layers_a": 2, "n_layers_b": 2, "phi": "identity",
+                             "seed": 0, "metric": "accuracy", "higher_is_better": True, "value": 0.7 - penalty,
+                             "chance": 0.5, "ci_low": 0.6 - penalty, "ci_high": 0.8 - penalty, "top_score": 0.7,
+                             "penalty": penalty, "penalty_low": penalty - 0.01, "penalty_high": penalty + 0.01,
+                             "self_stitch": 0.7, "self_penalty": 0.0, "excess_penalty": penalty, "steps": 0,
+                             "split": "validation", "n": 15})
+                replicates += [{"dataset": "tiny", "model_a": f, "model_b": g, "layer_a": layer, "layer_b": layer,
+                                "phi": "identity", "seed": 0, "metric": "accuracy", "replicate": r, "value": 0.7,
+                                "penalty": penalty + 0.01 * (r - 2), "n": 15, "m": 7} for r in range(5)]
+    return rows, replicates
 
 
 FINDINGS = [
@@ -157,6 +178,10 @@ def inputs(tmp_path) -> dict:
         "attention_head_figures": [_png(r / "figures" / "pairs" / "attention" / "tiny" / f"tiny-bert__{m}.heads.png")
                                    for m in FT],
         "attention_layer_figures": [_png(r / "figures" / "summary" / "attention_layers" / "tiny.png")],
+        "stitching": [_parquet(r / "tables" / "stitching.parquet", _stitching_rows()[0])],
+        "stitching_replicates": [_parquet(r / "tables" / "stitching_resamples.parquet", _stitching_rows()[1])],
+        "stitch_figures": [_png(r / "figures" / "stitching" / "tiny" / f"{FT[0]}__{FT[1]}.png")],
+        "stitching_figures": [_png(r / "figures" / "summary" / "stitching" / "tiny.png")],
     }
 
 
@@ -225,7 +250,8 @@ def test_contents_and_links_resolve(tmp_path, inputs):
     files = {FILES[name]: name for name in pages}
     toc = pages["index"].split("<nav class='toc'>", 1)[1].split("</nav>", 1)[0]
     assert re.findall(r"href='#([^']+)'", toc) == ["findings", "summary", "distance", "provenance"]
-    assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html", "attention.html"]
+    assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html", "attention.html",
+                                                   "stitching.html"]
     for name, page in pages.items():
         assert not re.search(r"(src|href)=['\"](?!data:image/png;base64,|#|[\w-]+\.html)", page), name  # self-contained
         for target, anchor in re.findall(r"href='([\w-]+\.html)?#?([^']*)'", page):
@@ -239,7 +265,7 @@ def test_every_figure_is_embedded_once_as_a_valid_png(tmp_path, inputs):
     pages = _report(tmp_path, inputs)
     images = [data for page in pages.values()
               for data in re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
-    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 16
+    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 18
     for data in images:
         raw = base64.b64decode(data, validate=True)
         assert raw.startswith(PNG)
@@ -247,6 +273,7 @@ def test_every_figure_is_embedded_once_as_a_valid_png(tmp_path, inputs):
     assert pages["index"].count("<img") == 2  # the model × model summary and the model distance figure
     assert pages["pairs"].count("<img") == 2 and pages["models"].count("<img") == 6
     assert pages["alignment"].count("<img") == 1 and pages["attention"].count("<img") == 5
+    assert pages["stitching"].count("<img") == 2  # identity stitching beside CKA, and the one model pair
     # every figure's caption gives n and the chance level
     for page in pages.values():
         for text in re.findall(r"<figcaption>(.*?)</figcaption>", page, re.S):
@@ -266,6 +293,12 @@ def test_detail_pages_hold_the_rest(tmp_path, inputs):
     assert "chance: the majority class, 0.400" in pages["models"]  # from the truncation table's MAJORITY row
     assert _h2(pages["alignment"]) == ["Synthetic recovery (Table 3)", "Aligners between models (Table 4)",
                                        "Layer injection (Table 5)"]
+    assert _h2(pages["stitching"]) == ["Stitching beside CKA", "Per model pair", "Asymmetry: a → b against b → a",
+                                       "The stitching table"]
+    header, *rows = _first_table(pages["stitching"].split("<h2 id='stitching-asymmetry'>")[1])
+    # tiny-ft-s1 → tiny-ft-s2 costs 0.01 more at every layer, on every replicate: a zero-width interval
+    assert rows[0][header.index("difference (a → b) − (b → a) [90% interval]")] == "0.01 [0.01, 0.01]"
+    assert [row[header.index("layers (l of a / m of b)")] for row in rows] == ["1 / 1", "2 / 2", "mean of 2 cells"]
     for name, page in pages.items():
         assert "{{" not in page and "{%" not in page and "linear_map" not in page, name
 
@@ -308,7 +341,7 @@ def test_named_inputs_and_the_pages_the_rule_asks_for(tmp_path, inputs):
         ReportInputs.from_named({**inputs, "alignment": []}, title="t")
     # the rule's outputs and the inputs must agree: no page with content left out, none empty
     with pytest.raises(ValueError, match=r"no output \['alignment'\]"):
-        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models", "attention"))
+        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models", "attention", "stitching"))
     with pytest.raises(ValueError, match=r"nothing to show \['alignment'\]"):
         _report(tmp_path / "b", {k: v for k, v in inputs.items() if "align" not in k and "synthetic" not in k
                                  and "injection" not in k})

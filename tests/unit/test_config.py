@@ -337,6 +337,48 @@ def test_architecture_aliases_are_fields_of_their_own():
     assert "n_embd (default) = 768 is not a multiple of key 'models.tiny-gpt2.config.n_head' = 5" in problems_of(tiny)
 
 
+PRETRAIN = {"source": "pretrain", "dataset": "sst2", "tokenizer": {"train": {"dataset": "sst2", "vocab_size": 2000}},
+            "architecture": "gpt2", "activation": "gelu", "config": {"n_embd": 128, "n_layer": 3, "n_head": 4},
+            "context": 64, "steps": 600, "seed": 0}
+
+
+def test_a_pretrained_model_is_valid_and_gets_its_defaults(default_config):
+    default_config["models"]["gpt-s0"] = copy.deepcopy(PRETRAIN)
+    default_config["models"]["gpt-borrowed"] = {**copy.deepcopy(PRETRAIN), "tokenizer": "minilm"}
+    del default_config["models"]["gpt-borrowed"]["activation"]
+    models = validate_config(default_config)["models"]
+    assert {key: models["gpt-borrowed"][key] for key in ("activation", "context", "batch_size", "learning_rate",
+                                                          "warmup_fraction", "weight_decay", "max_grad_norm")} == {
+        "activation": "gelu_new", "context": 64, "batch_size": 32, "learning_rate": 5.0e-4, "warmup_fraction": 0.1,
+        "weight_decay": 0.01, "max_grad_norm": 1.0}
+    assert models["gpt-s0"]["tokenizer"]["train"]["min_frequency"] == 2
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"dataset": "nope"}, "key 'models.gpt-s0.dataset' is 'nope', which is not a dataset in this config"),
+    ({"activation": "tanh"}, "key 'models.gpt-s0.activation' is 'tanh'; allowed values: 'gelu_new', 'gelu'"),
+    ({"architecture": "bert"}, "key 'models.gpt-s0.architecture' is 'bert'; allowed values: 'gpt2'"),
+    ({"tokenizer": "nope"}, "key 'models.gpt-s0.tokenizer' is 'nope', which is not a model in this config"),
+    ({"tokenizer": {"train": {"dataset": "nope"}}},
+     "key 'models.gpt-s0.tokenizer.train.dataset' is 'nope', which is not a dataset in this config"),
+    ({"steps": None}, "models.gpt-s0: 'steps' is a required property"),
+    ({"context": 1}, "key 'models.gpt-s0.context' is 1; must be ≥ 2"),
+    ({"learning_rate": "1e-3"}, "key 'models.gpt-s0.learning_rate' must be of type number"),
+    ({"epochs": 2}, "key 'models.gpt-s0.epochs' is unknown"),
+    ({"config": {"n_embd": 128, "n_layr": 3}}, "key 'models.gpt-s0.config.n_layr' is not a field of the gpt2 config"),
+    ({"config": {"n_embd": 100, "n_head": 8}}, "key 'models.gpt-s0.config.n_embd' = 100 is not a multiple of"),
+    ({"config": {"vocab_size": 500}}, "key 'models.gpt-s0.config.vocab_size' is set by 'models.gpt-s0.tokenizer'"),
+    ({"config": {"activation_function": "relu"}},
+     "key 'models.gpt-s0.config.activation_function' is set by 'models.gpt-s0.activation'"),
+    ({"config": {"max_position_embeddings": 32}}, "key 'models.gpt-s0.config.max_position_embeddings' is 32, below context = 64"),
+    ({"config": {"trust_remote_code": True}}, "key 'models.gpt-s0.config.trust_remote_code' is refused"),
+])
+def test_pretrained_model_errors_name_the_key(default_config, change, expected):
+    spec = {**copy.deepcopy(PRETRAIN), **change}
+    default_config["models"]["gpt-s0"] = {key: value for key, value in spec.items() if value is not None}
+    assert expected in problems_of(default_config)
+
+
 @pytest.mark.parametrize("where", [("models", "minilm"), ("models", "minilm-ft-s1"), ("datasets", "sst2")])
 def test_trust_remote_code_is_refused_wherever_it_is_put(default_config, where):
     section, name = where

@@ -44,6 +44,7 @@ NULLABLE = (
     "align.aligners.*.params.pca_dims", "align.aligners.*.params.components", "align.aligners.*.params.threads",
     "align.aligners.mlp.params.hidden",
     "models.finetune.steps", "models.finetune.epochs", "models.finetune.freeze", "models.hf.revision",
+    "models.pretrain.max_grad_norm",
     "models.package.subdir",
     "datasets.*.max_examples", "datasets.local.data_root", "datasets.hf.config", "datasets.hf.revision",
     "datasets.*.columns.text_pair",
@@ -56,6 +57,8 @@ NUMBER = (  # a float where an int is written is still valid
     "similarity.intervals.confidence", "finetune_eval.heads.epochs", "finetune_eval.heads.learning_rate",
     "finetune_eval.heads.weight_decay", "models.finetune.epochs", "models.finetune.learning_rate",
     "models.finetune.warmup_fraction", "models.finetune.weight_decay", "datasets.*.split_fractions.*",
+    "models.pretrain.learning_rate", "models.pretrain.warmup_fraction", "models.pretrain.weight_decay",
+    "models.pretrain.max_grad_norm",
     "measures.*.params.threshold", "align.aligners.*.params.threshold", "align.aligners.*.params.lr",
     "align.aligners.*.params.weight_decay", "align.aligners.*.params.scale_bound",
     "align.aligners.linear.params.ridge", "align.aligners.linear.params.ridge.*",
@@ -102,6 +105,8 @@ def matches(config: dict, path: tuple, patterns) -> bool:
 def wrong_values(config: dict, path: tuple, value) -> list[tuple[str, Any]]:
     """Values of another type than `value`'s that the schema cannot accept at `path`."""
     nullable = matches(config, path, NULLABLE)
+    if value is None:  # a null the config chose (pairs: null): its type has no single opposite
+        return []
     if isinstance(value, bool):
         wrong = [("text", "yes"), ("integer", 1)]
     elif isinstance(value, int):
@@ -145,7 +150,7 @@ def structural(base: str, config: dict) -> list[Mutation]:
                 out.append(Mutation(base, "unknown parameter", path, {"bogus_key": 1}, dotted((*path, "bogus_key"))))
     for section in ("models", "datasets"):
         for name, spec in config[section].items():
-            at = [(section, name)] + ([(section, name, "config")] if spec.get("source") == "init" else [])
+            at = [(section, name)] + ([(section, name, "config")] if spec.get("source") in ("init", "pretrain") else [])
             for path in at:
                 key = (*path, "trust_remote_code")
                 out.append(Mutation(base, "remote code", key, True, f"{dotted(key)}' is refused: reprsim never executes"))
@@ -157,7 +162,8 @@ def references(base: str, config: dict) -> list[Mutation]:
     out = []
     models = config["models"]
     for name, spec in models.items():
-        fields = {"finetune": ("base", "dataset"), "init": ("tokenizer",)}.get(spec["source"], ())
+        fields = {"finetune": ("base", "dataset"), "init": ("tokenizer",),
+                  "pretrain": ("dataset", "tokenizer")}.get(spec["source"], ())
         for field in fields:
             out.append(Mutation(base, "undefined reference", ("models", name, field), "nope", f"models.{name}.{field}"))
         lists = [other for other, s in models.items() if "seeds" in s and other != name]

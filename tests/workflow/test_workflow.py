@@ -113,6 +113,22 @@ def test_layer_views_compare_seeds(workflow):
     assert table[~undefined]["value"].between(0.5, 1 + 1e-9).all()
 
 
+def test_stitching_tables(workflow):
+    """The fine-tuned seeds stitched into each other and into themselves (stitching.pairs: null)."""
+    table = pd.read_parquet(workflow / "results" / "tables" / "stitching.parquet")
+    jobs = set(zip(table["model_a"], table["model_b"]))
+    assert jobs == {("tiny-ft-s1", "tiny-ft-s1"), ("tiny-ft-s2", "tiny-ft-s2"), ("tiny-ft-s1", "tiny-ft-s2"),
+                    ("tiny-ft-s2", "tiny-ft-s1")}
+    assert set(table["phi"]) == {"identity", "affine"} and sorted(set(table["layer_a"])) == [1, 2]
+    assert (table["layer_a"] == table["layer_b"]).all()  # matching depth, equal depths
+    own = table[(table["model_a"] == table["model_b"]) & (table["phi"] == "identity")]
+    assert (own["value"] == own["top_score"]).all() and (own["penalty"] == 0).all()
+    assert table[["value", "chance", "ci_low", "ci_high", "penalty_low", "penalty_high", "self_stitch"]].notna().all().all()
+    assert (table["n"] == len(pd.read_parquet(workflow / "results" / "datasets" / "tiny" / "validation.parquet"))).all()
+    replicates = pd.read_parquet(workflow / "results" / "tables" / "stitching_resamples.parquet")
+    assert len(replicates) == len(table) * replicates["replicate"].nunique()
+
+
 def test_aligner_stage(workflow):
     """Every aligner per layer pair in both directions, synthetic recovery, and injection between the seeds."""
     aligners = set(yaml.safe_load(TINY.read_text())["align"]["aligners"])
@@ -199,15 +215,17 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
     summaries = {"model_distances": 1, "localization_scores": 1, "model_distance_figure": 1, "localization_figure": 1,
                  "model_summary_figure": 1}
     finetune_figures = {"truncation_figure": 2, "skip_figure": 2, "layer_views_figure": 2}
+    stitching_figures = {"stitch_figure": 1, "stitching_figure": 1}  # one pair of fine-tuned seeds, one dataset
     assert jobs_after_edit(workflow, "src/reprsim/stages/report/figures.py") == {
         "pair_heatmap": N_PAIRS, **finetune_figures, "aligner_figure": 1, "model_distance_figure": 1,
-        "model_summary_figure": 1, "localization_figure": 1, "report": 1, "all": 1}
+        "model_summary_figure": 1, "localization_figure": 1, **stitching_figures, "report": 1, "all": 1}
     # the fine-tuning code reruns the fine-tuned models and everything downstream of them, nothing else
     untouched_pairs = 6  # among minilm, tiny-bert-s0 and tiny-gpt2
     assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
         "finetune_model": 2, "extract_activations": 2, "truncation": 2, "skip": 2, "layer_views": 2,
         **finetune_figures, "compare_pair": N_PAIRS - untouched_pairs, "pair_heatmap": N_PAIRS - untouched_pairs,
-        "layer_injection": 1, "aggregate_pairs": 1, **summaries, "findings": 1, "report": 1, "all": 1}
+        "layer_injection": 1, "aggregate_pairs": 1, **summaries, "stitch": 4, "aggregate_stitching": 1,
+        **stitching_figures, "findings": 1, "report": 1, "all": 1}
 
 
 def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
@@ -237,7 +255,7 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
     assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 6, "pair_heatmap": 6,
                     "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
                     "model_distance_figure": 1, "localization_figure": 1, "model_summary_figure": 1, "findings": 1,
-                    "report": 1, "all": 1}
+                    "stitching_figure": 1, "report": 1, "all": 1}  # its CKA panel reads the pair table
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
     assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 2 * 6  # tables and replicates
 
@@ -251,7 +269,7 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
     assert planned_jobs(output) == {
         "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1, "skip": 1,
         "skip_figure": 1, "layer_views": 3, "layer_views_figure": 3, "compare_pair": 6, "pair_heatmap": 6,
-        "layer_injection": 2,
+        "layer_injection": 2, "stitch": 5, "aggregate_stitching": 1, "stitch_figure": 2, "stitching_figure": 1,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
         "localization_figure": 1, "model_summary_figure": 1, "findings": 1, "report": 1, "all": 1}
     planned = planned_outputs(output)

@@ -30,6 +30,34 @@ def eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: in
         yield encode_rows(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
 
 
+GROUPING_WINDOW = 50  # batches per window whose examples are sorted by length (as transformers' Trainer)
+
+
+def epoch_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                  group_by_length: bool) -> list[np.ndarray]:
+    """One epoch's batches of row indices: a seeded shuffle cut into full batches (the remainder
+    is left out). With `group_by_length`, each window of GROUPING_WINDOW batches is sorted by
+    token length before cutting and the batches are then shuffled, so a batch holds similar
+    lengths (little padding) while every epoch still visits the rows in a new random grouping."""
+    permutation = rng.permutation(len(lengths))
+    n_batches = len(permutation) // batch_size
+    permutation = permutation[:n_batches * batch_size]
+    if group_by_length:
+        window = GROUPING_WINDOW * batch_size
+        permutation = np.concatenate([
+            chunk[np.argsort(-lengths[chunk], kind="stable")]
+            for chunk in np.split(permutation, range(window, len(permutation), window))
+        ]) if len(permutation) else permutation
+    batches = np.split(permutation, n_batches) if n_batches else []
+    if group_by_length:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def token_lengths(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
+    return np.array([len(ids) for ids in tokenize_rows(tokenizer, frame, max_length)["input_ids"]])
+
+
 def transformer_blocks(model) -> torch.nn.ModuleList:
     """The stack of transformer blocks of a (classification) model, bottom first."""
     base = model.base_model
@@ -42,6 +70,29 @@ def transformer_blocks(model) -> torch.nn.ModuleList:
         if isinstance(module, torch.nn.ModuleList):
             return module
     raise NotImplementedError(f"cannot find the transformer blocks of a {model.config.model_type!r} model")
+
+
+def set_blocks(model, blocks: torch.nn.ModuleList) -> None:
+    """Swap the model's block stack (the ModuleList transformer_blocks found) for `blocks`."""
+    current = transformer_blocks(model)
+    for parent in model.base_model.modules():
+        for name, child in parent.named_children():
+            if child is current:
+                setattr(parent, name, blocks)
+                return
+    raise NotImplementedError("cannot replace the transformer blocks of this model")
+
+
+def embedding_output(model) -> torch.nn.Module:
+    """The module whose output is the residual stream entering block 1 (layer 0): BERT-style
+    `embeddings` (token + position + type embeddings, LayerNorm, dropout), GPT-2's `drop`
+    (dropout of token + position embeddings)."""
+    base = model.base_model
+    for name in ("embeddings", "drop"):
+        module = getattr(base, name, None)
+        if isinstance(module, torch.nn.Module):
+            return module
+    raise NotImplementedError(f"cannot find the embedding output of a {model.config.model_type!r} model")
 
 
 def embedding_modules(model) -> list[torch.nn.Module]:
@@ -70,14 +121,23 @@ def classification_scores(predictions, labels) -> dict[str, float]:
     return {"accuracy": float(correct / n), "matthews_correlation": float(mcc)}
 
 
+def length_order(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
+    """The rows in order of token length (stable): batches cut from it pad little (about half the
+    tokens of SST-2's rows in their own order)."""
+    return np.argsort(token_lengths(tokenizer, frame, max_length), kind="stable")
+
+
 @torch.inference_mode()
 def predict(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> np.ndarray:
-    """The model's predicted class for every row of `frame`."""
+    """The model's predicted class for every row of `frame` (in its order; computed in order of length)."""
+    order = length_order(tokenizer, frame, max_length)
     predictions = [
         model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1).cpu()
-        for batch in eval_batches(tokenizer, frame, batch_size, max_length, device)
+        for batch in eval_batches(tokenizer, frame.iloc[order], batch_size, max_length, device)
     ]
-    return torch.cat(predictions).numpy()
+    restored = np.empty(len(frame), dtype=np.int64)
+    restored[order] = torch.cat(predictions).numpy()
+    return restored
 
 
 def evaluate(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> dict[str, float]:

@@ -11,9 +11,11 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from transformers import (
     AutoModel,
+    AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -21,7 +23,8 @@ from transformers import (
 
 from reprsim.io.integrity import CorruptOutputError, remake_command
 from reprsim.io.model_files import config_problems, tokenizer_problems, weights_problems
-from reprsim.io.provenance import versions
+from reprsim.io.outputs import atomic_directory, write_json
+from reprsim.io.provenance import FINETUNE_UNHASHED, file_checksums, hash_directory, versions
 
 # what transformers raises on a file it cannot parse (a safetensors file's header is checked before)
 UNREADABLE = (OSError, ValueError)
@@ -106,3 +109,24 @@ def load_classifier(model_dir: str | Path, device: torch.device, **config):
     """The model with a sequence-classification head, in eval mode on `device`; `config` overrides
     config fields (num_labels, pad_token_id: a base model given a new head, initialised from torch's RNG)."""
     return _load(AutoModelForSequenceClassification, model_dir, device, **config)
+
+
+def load_causal_lm(model_dir: str | Path, device: torch.device, **config):
+    """The model with its causal language-modelling head (a pretrained model, source pretrain), in eval mode on
+    `device`; `config` overrides config fields. Same checks as every load: safetensors only, no remote code,
+    finite weights."""
+    return _load(AutoModelForCausalLM, model_dir, device, **config)
+
+
+def save_trained_model(model: PreTrainedModel, tokenizer, out_dir: str | Path, log: list[dict], meta: dict[str, Any]
+                       ) -> dict[str, Any]:
+    """A model trained by the workflow (fine-tuned, pretrained) written atomically: save_pretrained weights, the
+    tokenizer, its training_log.csv and meta.json, which gains the content hash (training log and meta left
+    out) and a checksum per file (so that `reprsim verify` names a damaged one). Returns the meta written."""
+    with atomic_directory(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
+        meta = {**meta, "content_hash": hash_directory(tmp, skip=FINETUNE_UNHASHED), "checksums": file_checksums(tmp)}
+        write_json(tmp / "meta.json", meta)
+    return meta

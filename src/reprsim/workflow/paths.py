@@ -57,6 +57,15 @@ ALIGNER_FIGURE = "results/figures/align/{representation}/{dataset}/{model_a}__{m
 SYNTHETIC_TABLE = "results/align/synthetic/{dataset}/{model}.parquet"
 INJECTION_TABLE = "results/align/injection/{dataset}/{model_a}__{model_b}.parquet"
 
+# model stitching (stitching:): per bottom -> top model job (self-stitches included) its table and half-sample
+# replicates; all jobs in one; a penalty figure per model pair and the identity-stitching-beside-CKA summary
+STITCH_TABLE = "results/stitching/{dataset}/{model_a}__{model_b}.parquet"
+STITCH_RESAMPLES = "results/stitching/{dataset}/{model_a}__{model_b}.resamples.parquet"
+STITCHING = "results/tables/stitching.parquet"
+STITCHING_RESAMPLES = "results/tables/stitching_resamples.parquet"
+STITCH_FIGURE = "results/figures/stitching/{dataset}/{model_a}__{model_b}.png"
+STITCHING_FIGURE = "results/figures/summary/stitching/{dataset}.png"
+
 FINDINGS = "results/tables/findings.parquet"
 FINDINGS_CSV = "results/tables/findings.csv"
 
@@ -69,6 +78,7 @@ REPORT_PAIRS = "results/report/pairs.html"
 REPORT_MODELS = "results/report/models.html"
 REPORT_ALIGNMENT = "results/report/alignment.html"
 REPORT_ATTENTION = "results/report/attention.html"
+REPORT_STITCHING = "results/report/stitching.html"
 
 
 def log(template: str) -> str:
@@ -83,7 +93,7 @@ def log(template: str) -> str:
 # `reprsim verify` names them; a job's own errors do not, so no job's code depends on this table.
 MADE_BY = {
     DATASET: "prepare_dataset",
-    MODEL: "materialize_model or finetune_model",
+    MODEL: "materialize_model or finetune_model or pretrain_model",
     STORE: "extract_activations",
     PAIR_TABLE: "compare_pair", PAIR_RESAMPLES: "compare_pair", PAIR_HEATMAP: "pair_heatmap",
     TOKEN_TABLE: "token_cka", TOKEN_TABLES: "aggregate_tokens",
@@ -99,10 +109,12 @@ MADE_BY = {
     LAYER_VIEWS_TABLE: "layer_views", LAYER_BLOCKS_TABLE: "layer_views", LAYER_VIEWS_FIGURE: "layer_views_figure",
     ALIGNER_TABLE: "align_layers", ALIGNER_ROWS: "align_layers", ALIGNER_FIGURE: "aligner_figure",
     SYNTHETIC_TABLE: "synthetic_recovery", INJECTION_TABLE: "layer_injection",
+    STITCH_TABLE: "stitch", STITCH_RESAMPLES: "stitch", STITCHING: "aggregate_stitching",
+    STITCHING_RESAMPLES: "aggregate_stitching", STITCH_FIGURE: "stitch_figure", STITCHING_FIGURE: "stitching_figure",
     FINDINGS: "findings", FINDINGS_CSV: "findings",
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
-    REPORT_ATTENTION: "report",
+    REPORT_ATTENTION: "report", REPORT_STITCHING: "report",
 }
 
 

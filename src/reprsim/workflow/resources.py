@@ -78,6 +78,40 @@ def finetune_runtime(base: Mapping, spec: Mapping, n_train: int, n_validation: i
     return minutes(base["n_parameters"] * (6 * tokens + 2 * evaluation), MODEL_FLOPS, attempt)
 
 
+# ----------------------------------------------------------------- pretrain
+GPT2_ALIASES = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+                "max_position_embeddings": "n_positions"}  # GPT2Config.attribute_map
+
+
+def pretrain_facts(spec: Mapping, vocab_size: int) -> dict:
+    """A pretrained GPT-2's facts before it exists, from its spec (GPT2Config defaults: 768 wide, 12 blocks, MLP
+    4x wide; n_positions = context) and its tokenizer's `vocab_size`: token and position embeddings; per block
+    attention 4d² + 4d, MLP 2·d·inner + inner + d and two LayerNorms 4d; a final LayerNorm; the LM head is tied."""
+    config = {GPT2_ALIASES.get(key, key): value for key, value in (spec.get("config") or {}).items()}
+    width, layers = config.get("n_embd", 768), config.get("n_layer", 12)
+    inner = config.get("n_inner") or 4 * width
+    positions = config.get("n_positions") or spec["context"]
+    block = 4 * width * width + 4 * width + 2 * width * inner + inner + width + 4 * width
+    n_parameters = (vocab_size + positions) * width + layers * block + 2 * width
+    return {"n_parameters": n_parameters, "n_layers": layers, "hidden_size": width, "vocab_size": vocab_size}
+
+
+def pretrain_mem_mb(model: Mapping, spec: Mapping, attempt: int) -> int:
+    """Training state (4 copies), the activations kept for backward, and the logits over the vocabulary (a few
+    float32 copies of batch_size x context x vocab_size)."""
+    logits = 3 * 4 * spec["batch_size"] * spec["context"] * model["vocab_size"] / 1e6
+    return int((2500 + weights_mb(model, 4) + activations_mb(model, spec["batch_size"], spec["context"], 12) + logits)
+               * attempt)
+
+
+def pretrain_runtime(model: Mapping, spec: Mapping, n_validation: int, attempt: int) -> int:
+    """Training steps of batch_size blocks of context tokens (6 FLOPs per parameter per token) and an evaluation
+    pass over the validation split (its rows at most context tokens each: an upper bound)."""
+    tokens = spec["steps"] * spec["batch_size"] * spec["context"]
+    evaluation = n_validation * spec["context"]
+    return minutes(model["n_parameters"] * (6 * tokens + 2 * evaluation), MODEL_FLOPS, attempt)
+
+
 # ----------------------------------------------------------------- truncation and skip
 def evaluation_mem_mb(model: Mapping, rows: int, head_train: int, max_length: int, batch_size: int,
                       attempt: int) -> int:
@@ -156,3 +190,20 @@ def align_runtime(a: Mapping, b: Mapping | None, align: Mapping, attempt: int) -
     width = sum(s["hidden_size"] for s in stores)
     flops = 2 * 6 * rows * width ** 2 * layer_pairs * aligner_passes(align)
     return minutes(flops, MODEL_FLOPS, attempt)
+
+
+# ----------------------------------------------------------------- stitching
+def stitch_mem_mb(bottom: Mapping, top: Mapping, batch_size: int, length: int, attempt: int) -> int:
+    """Both models (frozen: weights only), the bottom model's stream of one batch at every layer, and the
+    top model's activations kept for the backward pass through it."""
+    return int((2500 + weights_mb(bottom, 1) + weights_mb(top, 1) + activations_mb(bottom, batch_size, length, 2)
+                + activations_mb(top, batch_size, length, 12)) * attempt)
+
+
+def stitch_runtime(bottom: Mapping, top: Mapping, maps: int, steps: int, batch_size: int, length: int,
+                   evaluation_rows: int, attempt: int) -> int:
+    """Each training step: the bottom model's forward pass, then forward and backward through the top model
+    (at most all of it) per map; the evaluation: the same forward passes over the evaluation rows."""
+    train = steps * batch_size * length * (2 * bottom["n_parameters"] + maps * 6 * top["n_parameters"])
+    evaluation = evaluation_rows * length * 2 * (bottom["n_parameters"] + (maps + 1) * top["n_parameters"])
+    return minutes(train + evaluation, MODEL_FLOPS, attempt)

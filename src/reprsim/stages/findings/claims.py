@@ -12,6 +12,7 @@ from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
 from reprsim.stages.findings.profiles import (adjacent_layers, finetuning_changes_upper_attention,
                                               finetuning_changes_upper_layers, lower_layers_across_seeds)
+from reprsim.stages.findings.stitching import stitching_asymmetric_between_kinds, stitching_penalty_grows_with_depth
 from reprsim.stages.findings.table import findings_frame
 from reprsim.stages.findings.two_blocks import two_block_structure
 
@@ -25,6 +26,8 @@ CLAIMS: list[Callable[[Tables, Setup], list[dict]]] = [
     two_block_structure,
     groups_closer_within,
     finetuned_layers_carry_the_task,
+    stitching_penalty_grows_with_depth,
+    stitching_asymmetric_between_kinds,
 ]
 
 

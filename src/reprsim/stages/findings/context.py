@@ -21,6 +21,8 @@ class Tables:
     aligner_rows: pd.DataFrame | None = None  # their per-example errors (paths.ALIGNER_ROWS)
     attention: pd.DataFrame | None = None  # results/tables/attention.parquet (pair-table format)
     attention_replicates: pd.DataFrame | None = None  # results/tables/attention_resamples.parquet
+    stitching: pd.DataFrame | None = None  # results/tables/stitching.parquet (every stitch job)
+    stitching_replicates: pd.DataFrame | None = None  # results/tables/stitching_resamples.parquet
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,18 @@ import torch
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.device import describe
+from reprsim.nets.classifiers import length_order
 from reprsim.nets.loading import load_classifier, load_tokenizer
 
 
 def evaluation_setup(model_dir: str | Path, dataset_dir: str | Path, split: str, device: torch.device):
-    """The split's rows, the tokenizer, the classifier (eval mode) and the max length it was tuned with."""
+    """The split's rows in order of token length (every score here is one of the set of rows, and
+    sorted batches pad little), the tokenizer, the classifier (eval mode) and the max length it was
+    tuned with."""
     max_length = int(read_meta(model_dir)["spec"]["max_length"])
-    return load_split(dataset_dir, split), load_tokenizer(model_dir), load_classifier(model_dir, device), max_length
+    frame, tokenizer = load_split(dataset_dir, split), load_tokenizer(model_dir)
+    frame = frame.iloc[length_order(tokenizer, frame, max_length)]
+    return frame, tokenizer, load_classifier(model_dir, device), max_length
 
 
 def tagged(rows: list[dict], split: str, frame: pd.DataFrame, model_dir: str | Path, device: torch.device

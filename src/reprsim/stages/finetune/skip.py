@@ -12,20 +12,10 @@ from reprsim.io.logs import progress
 from reprsim.nets.classifiers import (
     classification_scores,
     eval_batches,
+    set_blocks,
     transformer_blocks,
 )
 from reprsim.stages.finetune.evaluation import evaluation_setup, tagged
-
-
-def _set_blocks(model, blocks: torch.nn.ModuleList) -> None:
-    """Swap the model's block stack (the ModuleList transformer_blocks found) for `blocks`."""
-    current = transformer_blocks(model)
-    for parent in model.base_model.modules():
-        for name, child in parent.named_children():
-            if child is current:
-                setattr(parent, name, blocks)
-                return
-    raise NotImplementedError("cannot replace the transformer blocks of this model")
 
 
 @torch.inference_mode()
@@ -43,7 +33,7 @@ def skip_spans(model_dir: str | Path, dataset_dir: str | Path, split: str, batch
     rows = []
     for start, end in progress(spans, unit="span", desc=f"skip {Path(model_dir).name}"):
         kept = [block for index, block in enumerate(blocks, start=1) if not start <= index <= end]
-        _set_blocks(model, torch.nn.ModuleList(kept))
+        set_blocks(model, torch.nn.ModuleList(kept))
         predictions = torch.cat([
             model(**{k: v for k, v in batch.items() if k != "labels"}, use_cache=False).logits.argmax(-1).cpu()
             for batch in batches
@@ -51,5 +41,5 @@ def skip_spans(model_dir: str | Path, dataset_dir: str | Path, split: str, batch
         for metric, value in classification_scores(predictions, labels).items():
             rows.append({"start": start, "end": end, "blocks_skipped": end - start + 1 if start else 0,
                          "metric": metric, "value": value})
-    _set_blocks(model, blocks)
+    set_blocks(model, blocks)
     return tagged(rows, split, frame, model_dir, device)

@@ -12,23 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 from transformers import get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
-from reprsim.io.outputs import atomic_directory, write_json
-from reprsim.io.provenance import FINETUNE_UNHASHED, file_checksums, hash_directory
 from reprsim.nets.classifiers import (
     embedding_modules,
     encode_rows,
+    epoch_batches,
     evaluate,
-    tokenize_rows,
+    token_lengths,
     transformer_blocks,
 )
-from reprsim.nets.loading import describe_model, load_classifier, load_tokenizer
+from reprsim.nets.loading import describe_model, load_classifier, load_tokenizer, save_trained_model
 from reprsim.workflow.plan import training_steps
 
 
@@ -51,34 +49,6 @@ def freeze(model, spec: dict | None) -> list[str]:
             parameter.requires_grad_(False)
             names.append(name)
     return names
-
-
-GROUPING_WINDOW = 50  # batches per window whose examples are sorted by length (as transformers' Trainer)
-
-
-def epoch_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
-                  group_by_length: bool) -> list[np.ndarray]:
-    """One epoch's batches of row indices: a seeded shuffle cut into full batches (the remainder
-    is left out). With `group_by_length`, each window of GROUPING_WINDOW batches is sorted by
-    token length before cutting and the batches are then shuffled, so a batch holds similar
-    lengths (little padding) while every epoch still visits the rows in a new random grouping."""
-    permutation = rng.permutation(len(lengths))
-    n_batches = len(permutation) // batch_size
-    permutation = permutation[:n_batches * batch_size]
-    if group_by_length:
-        window = GROUPING_WINDOW * batch_size
-        permutation = np.concatenate([
-            chunk[np.argsort(-lengths[chunk], kind="stable")]
-            for chunk in np.split(permutation, range(window, len(permutation), window))
-        ]) if len(permutation) else permutation
-    batches = np.split(permutation, n_batches) if n_batches else []
-    if group_by_length:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
-
-
-def token_lengths(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
-    return np.array([len(ids) for ids in tokenize_rows(tokenizer, frame, max_length)["input_ids"]])
 
 
 def finetune_model(
@@ -134,29 +104,21 @@ def finetune_model(
     print(f"{name}: {steps} steps in {seconds:.1f} s; validation "
           + ", ".join(f"{metric} {value:.4f}" for metric, value in scores.items()))
 
-    with atomic_directory(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
-        meta = {
-            "name": name,
-            "source": "finetune",
-            "spec": spec,
-            "seed": seed,
-            "parent": spec["base"],
-            "dataset": spec["dataset"],
-            "dataset_hash": dataset_meta["content_hash"],
-            **describe_model(model),
-            "steps": steps,
-            "epochs": round(steps * batch_size / len(train), 3),
-            **{f"validation_{metric}": value for metric, value in scores.items()},
-            "frozen_parameters": len(frozen),
-            "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
-            "final_loss": log[-1]["loss"],
-            "train_seconds": round(seconds, 2),
-            "device": describe(device),
-            "content_hash": hash_directory(tmp, skip=FINETUNE_UNHASHED),
-            "checksums": file_checksums(tmp),  # per file, so that `reprsim verify` names a damaged one
-        }
-        write_json(tmp / "meta.json", meta)
-    return meta
+    return save_trained_model(model, tokenizer, out_dir, log, {
+        "name": name,
+        "source": "finetune",
+        "spec": spec,
+        "seed": seed,
+        "parent": spec["base"],
+        "dataset": spec["dataset"],
+        "dataset_hash": dataset_meta["content_hash"],
+        **describe_model(model),
+        "steps": steps,
+        "epochs": round(steps * batch_size / len(train), 3),
+        **{f"validation_{metric}": value for metric, value in scores.items()},
+        "frozen_parameters": len(frozen),
+        "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)),
+        "final_loss": log[-1]["loss"],
+        "train_seconds": round(seconds, 2),
+        "device": describe(device),
+    })

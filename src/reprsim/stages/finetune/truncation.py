@@ -31,6 +31,7 @@ from reprsim.io.logs import progress
 from reprsim.nets.classifiers import (
     classification_scores,
     eval_batches,
+    length_order,
     fresh_head,
     head_input,
     head_logits,
@@ -47,15 +48,20 @@ HEAD_DEFAULTS = {k: v for k, v in schema_defaults("finetune_eval", "heads").item
 @torch.inference_mode()
 def layer_head_inputs(encoder, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device,
                       desc: str) -> torch.Tensor:
-    """Head inputs of every layer for every row: (rows, layers + 1, d), float32 on the CPU."""
+    """Head inputs of every layer for every row: (rows, layers + 1, d), float32 on the CPU, in the
+    frame's order (computed in order of length)."""
+    order = length_order(tokenizer, frame, max_length)
     chunks = []
-    for batch in progress(eval_batches(tokenizer, frame, batch_size, max_length, device),
+    for batch in progress(eval_batches(tokenizer, frame.iloc[order], batch_size, max_length, device),
                           total=math.ceil(len(frame) / batch_size), unit="batch", desc=desc):
         batch.pop("labels")
         hidden = encoder(**batch, output_hidden_states=True).hidden_states
         mask = batch["attention_mask"]
         chunks.append(torch.stack([head_input(encoder, h, mask, layer) for layer, h in enumerate(hidden)], 1))
-    return torch.cat(chunks).float().cpu()
+    features = torch.cat(chunks).float().cpu()
+    restored = torch.empty_like(features)
+    restored[torch.as_tensor(order)] = features
+    return restored
 
 
 def train_head(features: torch.Tensor, labels: torch.Tensor, n_labels: int, settings: dict, seed: int,

@@ -3,8 +3,9 @@
 Sources: `hf` (hub id), `local` (a directory), `package` (a model directory
 shipped inside an installed Python package), `init` (random initialisation of a
 transformers architecture from a config dict and a seed, with the tokenizer of another model or a
-byte-level BPE trained on a dataset's train split). Fine-tuned models are
-built by :mod:`reprsim.stages.finetune.training` and land in the same layout.
+byte-level BPE trained on a dataset's train split). Causal LMs pretrained from scratch (`pretrain`) are
+built by :mod:`reprsim.stages.models.pretrain`, fine-tuned models by
+:mod:`reprsim.stages.finetune.training`; both land in the same layout.
 
 Whatever the source, weights load from safetensors only (no pickle), no model code
 runs (trust_remote_code=False), and a model with NaN or inf weights is refused.
@@ -19,12 +20,15 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
-from reprsim.io.datasets import load_split
 from reprsim.io.model_files import model_problems
 from reprsim.io.outputs import atomic_directory, write_json
 from reprsim.io.provenance import file_checksums, hash_directory
+from reprsim.nets.language_models import texts_of
 from reprsim.nets.loading import check_finite, describe_model, open_tokenizer
 from reprsim.nets.tokenizers import train_byte_bpe
+
+# the texts of a prepared dataset's split: reprsim.nets.language_models.texts_of (kept under its former name)
+dataset_texts = texts_of
 
 # loading a source: safetensors weights only, and never code shipped with a model
 SAFE = {"use_safetensors": True, "trust_remote_code": False}
@@ -50,8 +54,9 @@ def locate_package_model(package: str, subdir: str | None = None) -> Path:
     return found[0]
 
 
-def init_model(architecture: str, overrides: dict, tokenizer, seed: int) -> PreTrainedModel:
-    """A randomly initialised `architecture` whose vocabulary matches `tokenizer`."""
+def init_model(architecture: str, overrides: dict, tokenizer, seed: int, auto_class=AutoModel) -> PreTrainedModel:
+    """A randomly initialised `architecture` whose vocabulary matches `tokenizer` (`auto_class`: the transformers
+    auto class that builds it, AutoModel for the encoder alone; AutoModelForCausalLM adds a language-model head)."""
     fields = {"vocab_size": len(tokenizer), **overrides}
     # the tokenizer's own special tokens: an architecture's defaults (GPT-2's <|endoftext|> = 50256) may lie
     # outside a small vocabulary, such as a byte-level BPE trained on the dataset
@@ -63,24 +68,14 @@ def init_model(architecture: str, overrides: dict, tokenizer, seed: int) -> PreT
     except ValueError as error:
         raise ValueError(f"cannot build a {architecture!r} config from {overrides}: {error}") from error
     torch.manual_seed(seed)
-    return AutoModel.from_config(config)
-
-
-def dataset_texts(dataset_dir: str | Path, split: str = "train") -> list[str]:
-    """The texts of a prepared dataset's `split`, row by row: each row's text, then its text_pair when it has one."""
-    frame = load_split(dataset_dir, split)
-    pairs = frame["text_pair"].tolist() if "text_pair" in frame else [None] * len(frame)
-    texts = []
-    for text, pair in zip(frame["text"].tolist(), pairs):
-        texts += [t for t in (text, pair) if isinstance(t, str)]
-    return texts
+    return auto_class.from_config(config)
 
 
 def train_tokenizer(train: dict, dataset_dir: str | Path):
     """A byte-level BPE (:func:`reprsim.nets.tokenizers.train_byte_bpe`) trained on the train split of the
     dataset at `dataset_dir`, as a model's `tokenizer: {train: {...}}` asks; and what meta.json records of it."""
     settings = {"vocab_size": 4000, "seed": 0, "max_texts": None, "min_frequency": 2, **train}
-    texts = dataset_texts(dataset_dir, "train")
+    texts = texts_of(dataset_dir, "train")
     tokenizer = train_byte_bpe(texts, int(settings["vocab_size"]), seed=int(settings["seed"]),
                                max_texts=settings["max_texts"], min_frequency=int(settings["min_frequency"]))
     usable = sum(1 for t in texts if t.strip())  # train_byte_bpe skips blank texts, then draws max_texts
@@ -151,7 +146,8 @@ def materialize_model(
         model = init_model(spec["architecture"], spec.get("config", {}), tokenizer, int(spec["seed"]))
         meta.update(seed=int(spec["seed"]), tokenizer_from=spec["tokenizer"])
     else:
-        raise ValueError(f"materialize_model cannot build source {source!r}; fine-tuned models come from the finetune stage")
+        raise ValueError(f"materialize_model cannot build source {source!r}; fine-tuned models come from the finetune "
+                         "stage, pretrained ones (pretrain) from reprsim.stages.models.pretrain")
     check_finite(model, f"model {name!r} ({meta.get('origin', source)})", "its weights are broken: use another "
                  "checkpoint or revision")
     return _save(model, tokenizer, Path(out_dir), meta)

@@ -35,6 +35,7 @@ from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
 from reprsim.stages.report.figures import representation_text
+from reprsim.stitching_tables import asymmetry as stitching_asymmetry
 
 Paths = tuple[str, ...]
 PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "attention_measures", "pages")
@@ -77,6 +78,10 @@ class ReportInputs:
     attention_heatmaps: Paths = ()
     attention_head_figures: Paths = ()
     attention_layer_figures: Paths = ()
+    stitching: Paths = ()  # results/tables/stitching.parquet (all stitch jobs)
+    stitching_replicates: Paths = ()  # results/tables/stitching_resamples.parquet (the asymmetry's intervals)
+    stitch_figures: Paths = ()  # per unordered model pair: penalties both ways
+    stitching_figures: Paths = ()  # per dataset: identity stitching beside CKA
     attention_measures: Mapping[str, str] = field(default_factory=dict)  # attention label -> measure
 
     @classmethod
@@ -736,6 +741,118 @@ def token_section(inputs: ReportInputs) -> list[str]:
             f"({len(shown)} rows)</summary>", _table(shown), "</details>"]
 
 
+def _layers_text(row) -> str:
+    """'l / m' of one matched cell, or the mean row's 'mean of k cells'."""
+    if pd.isna(row["layer_a"]):
+        return f"mean of {int(row['cells'])} cells"
+    return f"{int(row['layer_a'])} / {int(row['layer_b'])}"
+
+
+def _asymmetry_display(asymmetry: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
+    """The asymmetry table for reading: each penalty and the difference with its interval in one column."""
+    ci = f"[{inputs.confidence:.0%} interval]"
+    shown = pd.DataFrame({
+        "dataset": asymmetry["dataset"], "model a": asymmetry["model_a"], "model b": asymmetry["model_b"],
+        "φ": asymmetry["phi"], "metric": asymmetry["metric"],
+        "layers (l of a / m of b)": [_layers_text(row) for _, row in asymmetry.iterrows()]})
+    for column, name in (("penalty_ab", f"penalty a → b {ci}"), ("penalty_ba", f"penalty b → a {ci}"),
+                         ("difference", f"difference (a → b) − (b → a) {ci}")):
+        shown[name] = [_with_interval(v, lo, hi) for v, lo, hi in zip(
+            asymmetry[column], asymmetry[f"{column}_low"], asymmetry[f"{column}_high"])]
+    if (asymmetry["seeds"] > 1).any():
+        shown["seeds (mean over)"] = asymmetry["seeds"]
+    shown["n"] = asymmetry["n"]
+    return shown
+
+
+def _stitching_display(table: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
+    """Every row of the stitching table for reading: value, g's score and penalty with their intervals."""
+    table = table.sort_values(["dataset", "model_a", "model_b", "phi", "seed", "metric", "layer_a", "layer_b"],
+                              kind="stable")
+    ci = f"[{inputs.confidence:.0%} interval]"
+    return pd.DataFrame({
+        "dataset": table["dataset"], "f (bottom) → g (top)": table["model_a"] + " → " + table["model_b"],
+        "layers l / m": table["layer_a"].astype(str) + " / " + table["layer_b"].astype(str), "φ": table["phi"],
+        "seed": table["seed"], "metric": table["metric"],
+        f"stitched {ci}": [_with_interval(v, lo, hi) for v, lo, hi in
+                           zip(table["value"], table["ci_low"], table["ci_high"])],
+        "chance": table["chance"].map(_number), "g alone": table["top_score"].map(_number),
+        f"penalty {ci}": [_with_interval(v, lo, hi) for v, lo, hi in
+                          zip(table["penalty"], table["penalty_low"], table["penalty_high"])],
+        "self-stitch (f → f)": table["self_stitch"].map(_number), "excess penalty": table["excess_penalty"].map(_number),
+        "steps": table["steps"], "n": table["n"]})
+
+
+def stitching_section(inputs: ReportInputs) -> list[str]:
+    """Model stitching (Bansal et al. 2021; Brown et al. 2023): what it measures, identity stitching beside
+    CKA per dataset, the penalty figure of every model pair, the asymmetry of every pair (a → b against
+    b → a, per matched cell, with intervals from the shared half-samples) and the whole table."""
+    if not (inputs.stitching or inputs.stitch_figures or inputs.stitching_figures):
+        return []
+    table = read_tables(inputs.stitching) if inputs.stitching else pd.DataFrame()
+    asymmetry = (stitching_asymmetry(table, read_tables(inputs.stitching_replicates), inputs.confidence)
+                 if inputs.stitching_replicates and not table.empty else pd.DataFrame())
+    toc = [("stitching-summary", "Stitching beside CKA", bool(inputs.stitching_figures)),
+           ("stitching-pairs", "Per model pair", bool(inputs.stitch_figures)),
+           ("stitching-asymmetry", "Asymmetry", not asymmetry.empty),
+           ("stitching-table", "The stitching table", not table.empty)]
+    links = [f"<a href='#{anchor}'>{text}</a>" for anchor, text, shown in toc if shown]
+    parts = [f"<nav class='pairs'><b>On this page:</b> {' · '.join(links)}</nav>",
+             *_paragraphs("stitching")]
+
+    def evaluated(rows: pd.DataFrame) -> str:
+        if rows.empty:
+            return "n in the figure title"
+        counts = sorted({int(n) for n in rows["n"]})
+        return f"n = {' or '.join(f'{n:,}' for n in counts)} {rows['split'].iloc[0]} rows"
+
+    if inputs.stitching_figures:
+        parts += ["<h2 id='stitching-summary'>Stitching beside CKA</h2>", *_paragraphs("stitching_summary")]
+        for path in inputs.stitching_figures:
+            dataset = Path(path).stem
+            rows = table[table["dataset"] == dataset] if not table.empty else table
+            parts.append(_image(path, f"{dataset}: stitching penalty against the layer of f (left; {evaluated(rows)}; "
+                                      "band = interval; penalty at chance in the panel title) and CKA at matching "
+                                      "layers (right; dotted = chance level).",
+                                alt=f"stitching beside CKA, {dataset}", wide=True))
+    if inputs.stitch_figures:
+        parts += ["<h2 id='stitching-pairs'>Per model pair</h2>", *_paragraphs("stitch_penalties")]
+        pairs = [(Path(p).parent.name, *Path(p).stem.split("__", 1), p) for p in inputs.stitch_figures]
+        parts.append("<nav class='pairs'><b>Pairs:</b> " + " · ".join(
+            f"<a href='#{_anchor('stitch', d, a, b)}'>{html.escape(a)} and {html.escape(b)}</a>" for d, a, b, _ in pairs)
+            + "</nav>")
+        for dataset, a, b, path in pairs:
+            rows = table[(table["dataset"] == dataset) & table["model_a"].isin([a, b]) & table["model_b"].isin([a, b])] \
+                if not table.empty else table
+            parts += [f"<h3 id='{_anchor('stitch', dataset, a, b)}'>{html.escape(a)} and {html.escape(b)} "
+                      f"<span class='sub'>{html.escape(dataset)}</span></h3>",
+                      _image(path, f"{a} and {b}, stitched both ways, {dataset}; {evaluated(rows)}; positive penalty = "
+                                   "worse than the top model alone; hatched (or hollow): the interval contains 0; the "
+                                   "penalty at chance in the figure title.",
+                             alt=f"stitching penalties {a} and {b}", wide=True)]
+    if not asymmetry.empty:
+        parts += ["<h2 id='stitching-asymmetry'>Asymmetry: a → b against b → a</h2>",
+                  "<p class='caption'>For every pair of distinct models stitched both ways, the cells matched across "
+                  "directions: a into b from a's layer l into b's layer m, against b into a from m into l, per map φ, "
+                  "in the task's main metric. The difference is computed on each half-sample of the evaluation rows "
+                  "(the same rows in every stitching job of a dataset), which gives its interval; the last row of a "
+                  "pair and map is the mean over its matched cells. A positive difference: feeding a into b costs "
+                  "more than feeding b into a (Brown et al. 2023, §3).</p>",
+                  _table(_asymmetry_display(asymmetry, inputs))]
+    elif inputs.stitching and not inputs.stitching_replicates:
+        parts.append("<p class='caption'>No stitching replicates were given: the asymmetry table needs them.</p>")
+    if not table.empty:
+        parts += ["<h2 id='stitching-table'>The stitching table</h2>",
+                  f"<details><summary>Every layer pair, map, seed and metric ({len(table)} rows)</summary>",
+                  "<p class='caption'>stitched: the stitched model's score; chance: its score with predictions and "
+                  "targets re-paired; g alone: the top model's own score; penalty: g alone − stitched (stitched − "
+                  "g alone for cross-entropy); self-stitch: f into itself at the same layer with the same map; "
+                  "excess penalty: the penalty minus f's self-stitch penalty; steps: training steps of φ "
+                  "(0 for the identity).</p>",
+                  _table(_stitching_display(table, inputs)), "</details>"]
+    return parts
+
+
 # ----------------------------------------------------------------- pages
 
 Section = Callable[[ReportInputs], list[str]]
@@ -767,6 +884,9 @@ PAGES: dict[str, Page] = {
     "attention": Page("Attention", "attention similarity between layers and heads (Wu et al. 2020): along depth, "
                                    "every layer pair, head by head",
                       (attention_section,), ("attention",)),
+    "stitching": Page("Stitching", "model stitching (Bansal et al. 2021; Brown et al. 2023): penalties per model "
+                                   "pair and layer, identity stitching beside CKA, the asymmetry between directions",
+                      (stitching_section,), ("stitching", "stitch_figures", "stitching_figures")),
 }
 
 STYLE = """

@@ -1,0 +1,87 @@
+"""Causal language modelling on a prepared dataset's text: the texts of a split, packed into blocks of
+`context` tokens, and the next-token cross-entropy of a causal LM over such blocks.
+
+Packing follows GPT-2's and TransformerLens's `chunk_and_tokenize`: each text is tokenised without the
+tokenizer's own special tokens, followed by the tokenizer's end-of-text token (where it has one), all
+texts concatenated in order and cut into full blocks (the remainder dropped), so no position is padding
+and every block's tokens but the first are predicted. The pretrain source of the models stage trains on
+these blocks; the stitching stage scores stitched language models on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from reprsim.io.datasets import load_split
+
+
+def texts_of(dataset_dir: str | Path, split: str = "train") -> list[str]:
+    """The texts of a prepared dataset's `split`, row by row: each row's text, then its text_pair when it has one."""
+    frame = load_split(dataset_dir, split)
+    pairs = frame["text_pair"].tolist() if "text_pair" in frame else [None] * len(frame)
+    texts = []
+    for text, pair in zip(frame["text"].tolist(), pairs):
+        texts += [t for t in (text, pair) if isinstance(t, str)]
+    return texts
+
+
+def text_blocks(tokenizer, texts: list[str], context: int) -> torch.LongTensor:
+    """`texts` tokenised (no special tokens of the tokenizer's template), each followed by the tokenizer's
+    eos token when it has one, concatenated and cut into (n_blocks, context) full blocks; the remainder is
+    dropped. ValueError when the texts do not fill one block."""
+    if isinstance(context, bool) or int(context) != context or context < 2:
+        raise ValueError(f"context must be an integer ≥ 2 (a block predicts its tokens after the first); got {context!r}")
+    context = int(context)
+    texts = list(texts)
+    if not texts:
+        raise ValueError(f"no texts to pack into blocks of {context} tokens")
+    ids = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    eos = tokenizer.eos_token_id
+    pieces = [np.asarray(row, dtype=np.int64) for row in ids]
+    if eos is not None:
+        end = np.array([eos], dtype=np.int64)
+        pieces = [piece for row in pieces for piece in (row, end)]
+    flat = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    n_blocks = len(flat) // context
+    if n_blocks == 0:
+        raise ValueError(f"{len(texts)} text(s) make {len(flat)} tokens, not even one block of context = {context} "
+                         "tokens: use more text or a smaller context")
+    return torch.from_numpy(flat[: n_blocks * context].reshape(n_blocks, context).copy())
+
+
+def lm_cross_entropy(model, blocks: torch.LongTensor, batch_size: int, device) -> tuple[float, int]:
+    """Mean next-token cross-entropy (nats per predicted token) of causal LM `model` over `blocks`
+    (n_blocks, context), and the number of predicted tokens, n_blocks * (context - 1). Runs in inference
+    mode, the model in eval mode (its training flag is restored after)."""
+    if blocks.ndim != 2 or blocks.shape[0] == 0 or blocks.shape[1] < 2:
+        raise ValueError(f"blocks must be (n_blocks ≥ 1, context ≥ 2) token ids; got shape {tuple(blocks.shape)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1; got {batch_size}")
+    training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64)
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(blocks), batch_size):
+                batch = blocks[start:start + batch_size].to(device)
+                logits = model(input_ids=batch, use_cache=False).logits[:, :-1].float()
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum")
+                total += loss.double().cpu()
+    finally:
+        model.train(training)
+    count = int(blocks.shape[0] * (blocks.shape[1] - 1))
+    return float(total / count), count
+
+
+def unigram_cross_entropy(train_blocks: torch.LongTensor, blocks: torch.LongTensor, vocab_size: int) -> float:
+    """Cross-entropy (nats per token) of the predicted tokens of `blocks` (all but each block's first) under
+    the unigram frequencies of the tokens of `train_blocks`, add-one smoothed over `vocab_size` tokens:
+    the loss of a model that learnt token frequencies and nothing of context (the chance reference)."""
+    counts = torch.bincount(train_blocks.reshape(-1), minlength=vocab_size).double()
+    probabilities = (counts + 1) / (counts.sum() + vocab_size)
+    targets = blocks[:, 1:].reshape(-1)
+    return float(-torch.log(probabilities[targets]).mean())

@@ -1,0 +1,158 @@
+"""Stitched models g_{>m} ∘ φ ∘ f_{≤l} (Bansal et al. 2021; Brown et al. 2023, §2): the residual
+stream of the bottom model f after its block l, through a stitching map φ, continued by the top
+model g from its block m + 1 to its output (task head or language-model head).
+
+Layer l means the residual stream after block l (0 = the embedding output), as everywhere in
+reprsim, but read at the block's output: for GPT-2 the top layer is taken before the final
+LayerNorm, which belongs to g_{>m} (the store's layer L is after it).
+
+f and g stay frozen: the forward passes run on the models' own modules (hooks capture f's stream
+and put φ's output in place of g's embedding output; g's block list is cut to blocks m + 1..L
+while it continues), and only φ's parameters are ever handed to an optimiser.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Iterator, Sequence
+
+import torch
+
+from reprsim.nets.classifiers import embedding_output, set_blocks, transformer_blocks
+
+PHI_KINDS = ("identity", "affine", "affine_layernorm")
+
+
+def _first(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
+class _Captured(Exception):
+    """Raised by the capture hook once the highest layer asked for is in hand: the blocks above it never run."""
+
+
+def model_inputs(batch: dict) -> dict:
+    """The arguments a forward pass takes from a batch (no labels: the stitch computes its own loss)."""
+    return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+@torch.no_grad()
+def residual_stream(model, batch: dict, layers: Sequence[int]) -> dict[int, torch.Tensor]:
+    """The residual stream of `model` at each of `layers` (batch, tokens, d), from one forward pass
+    that stops after the highest of them."""
+    modules = [embedding_output(model), *transformer_blocks(model)]
+    wanted = sorted(set(int(layer) for layer in layers))
+    if not wanted or wanted[0] < 0 or wanted[-1] >= len(modules):
+        raise ValueError(f"layers {list(layers)} outside 0..{len(modules) - 1} of a {model.config.model_type} model")
+    captured: dict[int, torch.Tensor] = {}
+
+    def hook(layer: int):
+        def capture(module, args, output):
+            captured[layer] = _first(output).detach()
+            if layer == wanted[-1]:
+                raise _Captured
+        return capture
+
+    handles = [modules[layer].register_forward_hook(hook(layer)) for layer in wanted]
+    try:
+        model.base_model(**model_inputs(batch), use_cache=False)
+    except _Captured:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    return captured
+
+
+@contextmanager
+def continued_from(model, layer: int) -> Iterator[SimpleNamespace]:
+    """Within the block, `model(**inputs)` runs g_{>layer}: its blocks layer + 1..L (and head) on
+    `state.stream` in place of its own embedding output. Yields `state`."""
+    blocks = transformer_blocks(model)
+    if not 0 <= layer <= len(blocks):
+        raise ValueError(f"cannot continue a {len(blocks)}-block {model.config.model_type} model after layer {layer}")
+    state = SimpleNamespace(stream=None)
+
+    def replace(module, args, output):
+        if state.stream is None:
+            raise RuntimeError("continued_from: set state.stream before the forward pass")
+        return state.stream
+
+    handle = embedding_output(model).register_forward_hook(replace)
+    set_blocks(model, torch.nn.ModuleList(list(blocks)[layer:]))
+    try:
+        yield state
+    finally:
+        set_blocks(model, blocks)
+        handle.remove()
+
+
+def stitched_forward(top, top_layer: int, phi: torch.nn.Module, stream: torch.Tensor, batch: dict):
+    """g_{>top_layer}(φ(stream)) for the batch whose bottom-model stream is `stream`: the model output."""
+    with continued_from(top, top_layer) as state:
+        state.stream = phi(stream)
+        return top(**model_inputs(batch), use_cache=False)
+
+
+def freeze(*models) -> None:
+    for model in models:
+        model.eval()
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+
+
+# ---- stitching maps ------------------------------------------------------------------------------
+class AffineLayerNorm(torch.nn.Module):
+    """φ(h) = A·LN(h) + b, LN with its own gain and bias (the tuned-lens style map Brown et al. train)."""
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d_in)
+        self.linear = torch.nn.Linear(d_in, d_out)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.norm(hidden))
+
+
+def check_widths(kind: str, d_in: int, d_out: int, where: str = "") -> None:
+    if kind == "identity" and d_in != d_out:
+        raise ValueError(
+            f"identity stitching needs equal widths{where}: the bottom model's stream is {d_in} wide and the top "
+            f"model's {d_out}; use a learned map (phi: affine or affine_layernorm) for models of different widths"
+        )
+
+
+def make_phi(kind: str, d_in: int, d_out: int, where: str = "") -> torch.nn.Module:
+    """A stitching map at its start: the identity where the shapes allow (affine with d_in = d_out);
+    zeros otherwise, for :func:`least_squares_start` to fill (affine across widths, affine_layernorm)."""
+    if kind not in PHI_KINDS:
+        raise ValueError(f"unknown stitching map {kind!r}; expected one of {', '.join(PHI_KINDS)}")
+    check_widths(kind, d_in, d_out, where)
+    if kind == "identity":
+        return torch.nn.Identity()
+    phi = torch.nn.Linear(d_in, d_out) if kind == "affine" else AffineLayerNorm(d_in, d_out)
+    linear = phi if kind == "affine" else phi.linear
+    with torch.no_grad():
+        linear.weight.copy_(torch.eye(d_out, d_in) if kind == "affine" and d_in == d_out else torch.zeros(d_out, d_in))
+        linear.bias.zero_()
+    return phi
+
+
+def starts_at_identity(kind: str, d_in: int, d_out: int) -> bool:
+    return kind == "identity" or (kind == "affine" and d_in == d_out)
+
+
+@torch.no_grad()
+def least_squares_start(phi: torch.nn.Module, source: torch.Tensor, target: torch.Tensor) -> float:
+    """Set φ's linear part to the least-squares map from (normalised, for affine_layernorm) `source`
+    rows to `target` rows (tokens, d); returns the fit's relative residual ||Y − Ŷ|| / ||Y − Ȳ||."""
+    linear = phi.linear if isinstance(phi, AffineLayerNorm) else phi
+    inputs = phi.norm(source) if isinstance(phi, AffineLayerNorm) else source
+    X = torch.cat([inputs.double(), torch.ones(len(inputs), 1, dtype=torch.float64, device=inputs.device)], dim=1)
+    Y = target.double()
+    solution = torch.linalg.lstsq(X.cpu(), Y.cpu(), driver="gelsd").solution.to(Y.device)
+    linear.weight.copy_(solution[:-1].T.to(linear.weight.dtype))
+    linear.bias.copy_(solution[-1].to(linear.bias.dtype))
+    residual = Y - X @ solution
+    return float(residual.norm() / (Y - Y.mean(0)).norm())

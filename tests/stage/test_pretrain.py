@@ -1,0 +1,229 @@
+"""Pretraining a small causal LM from scratch (source pretrain) on the packaged SST-2 sample, offline: it learns
+(training loss falls, held-out cross-entropy beats the unigram chance level), is seeded to the bit, records its
+activation, loads as an encoder (extraction) and as a causal LM; and the text packing it trains on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoModelForCausalLM, GPT2LMHeadModel, GPT2Model
+
+from reprsim.io.datasets import read_meta
+from reprsim.io.store import open_store
+from reprsim.io.verify import check_model
+from reprsim.nets.language_models import lm_cross_entropy, text_blocks, texts_of, unigram_cross_entropy
+from reprsim.nets.loading import load_causal_lm, load_encoder, load_tokenizer, open_tokenizer
+from reprsim.stages.extract.activations import TruncationWarning, extract_activations
+from reprsim.stages.models.pretrain import gpt2_overrides, pretrain_model
+from reprsim.workflow import resources
+
+CPU = torch.device("cpu")
+VOCAB = 600
+# 400 steps of 16 blocks of 32 tokens (2.1 passes over the 2,985 train blocks): about 5 s on 2 cores. The
+# held-out cross-entropy then lies ~0.5 nats below the unigram chance level (4.87 against 5.39 nats/token)
+SPEC = {"source": "pretrain", "dataset": "sst2", "architecture": "gpt2", "activation": "gelu",
+        "tokenizer": {"train": {"dataset": "sst2", "vocab_size": VOCAB, "seed": 0, "max_texts": None,
+                                "min_frequency": 2}},
+        "config": {"n_embd": 32, "n_layer": 2, "n_head": 2}, "context": 32, "steps": 400, "batch_size": 16,
+        "learning_rate": 3.0e-3, "warmup_fraction": 0.1, "weight_decay": 0.01, "max_grad_norm": 1.0, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def sst2(tmp_path_factory):
+    from reprsim.stages.data.prepare import prepare_dataset
+
+    out = tmp_path_factory.mktemp("datasets") / "sst2"
+    prepare_dataset("sst2", {"source": "sample", "name": "sst2"}, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pretrained(sst2, tmp_path_factory):
+    out = tmp_path_factory.mktemp("models") / "gpt-s0"
+    return out, pretrain_model("gpt-s0", SPEC, sst2, out, CPU)
+
+
+def short(seed: int = 0, **changes) -> dict:
+    """A 20-step run that borrows the pretrained model's tokenizer (no BPE to train again)."""
+    return {**SPEC, "tokenizer": "gpt-s0", "steps": 20, "seed": seed, **changes}
+
+
+# ----------------------------------------------------------------- training
+
+
+def test_training_loss_falls_and_is_logged(pretrained):
+    out, meta = pretrained
+    log = pd.read_csv(out / "training_log.csv")
+    assert list(log["step"]) == list(range(1, SPEC["steps"] + 1))
+    assert log["loss"].tail(5).mean() < log["loss"].head(5).mean() - 1.0
+    assert meta["final_loss"] == log["loss"].iloc[-1]
+    assert log["learning_rate"].iloc[-1] < log["learning_rate"].max()  # warmed up, then decayed
+
+
+def test_held_out_cross_entropy_beats_the_unigram_chance_level(pretrained):
+    _, meta = pretrained
+    vocab = meta["vocab_size"]
+    assert vocab <= VOCAB and meta["tokenizer_trained"]["vocab_size_obtained"] == vocab
+    # the chance reference itself is informative: unigram frequencies beat a uniform guess
+    assert meta["unigram_cross_entropy"] < math.log(vocab) - 0.5
+    # ... and the model, which sees context, beats them on held-out text by a clear margin
+    assert meta["validation_cross_entropy"] < meta["unigram_cross_entropy"] - 0.2
+    assert meta["validation_tokens"] == meta["validation_blocks"] * (SPEC["context"] - 1)
+
+
+def test_meta_records_the_run(pretrained, sst2):
+    out, meta = pretrained
+    assert read_meta(out) == meta
+    assert meta["source"] == "pretrain" and meta["parent"] is None and meta["seed"] == 0
+    assert meta["dataset"] == "sst2" and meta["dataset_hash"] == read_meta(sst2)["content_hash"]
+    assert meta["architecture"] == "gpt2" and meta["n_layers"] == 2 and meta["hidden_size"] == 32
+    assert meta["tokenizer_from"] == "trained on sst2" and meta["context"] == meta["n_positions"] == 32
+    assert meta["tokens_per_step"] == 16 * 32 and meta["epochs"] == round(400 * 16 / meta["train_blocks"], 3)
+    assert meta["spec"] == SPEC and meta["activation"] == "gelu"
+    assert check_model(out) == []  # what `reprsim verify` checks: files, checksums
+
+
+def test_the_same_seed_gives_bit_identical_weights(pretrained, sst2, tmp_path):
+    made = {name: pretrain_model(name, short(seed), sst2, tmp_path / name, CPU, tokenizer_dir=pretrained[0])
+            for name, seed in (("a", 0), ("b", 0), ("c", 1))}
+    weights = {name: load_file(tmp_path / name / "model.safetensors") for name in made}
+    assert weights["a"].keys() == weights["b"].keys()
+    assert all(torch.equal(weights["a"][key], weights["b"][key]) for key in weights["a"])
+    assert made["a"]["content_hash"] == made["b"]["content_hash"] != made["c"]["content_hash"]
+    assert made["a"]["validation_cross_entropy"] == made["b"]["validation_cross_entropy"]
+    assert made["a"]["tokenizer_from"] == "gpt-s0"
+
+
+def test_the_activation_is_recorded_in_the_config(pretrained, sst2, tmp_path):
+    pretrain_model("relu", short(activation="relu", steps=2), sst2, tmp_path / "relu", CPU, tokenizer_dir=pretrained[0])
+    for directory, expected in ((pretrained[0], "gelu"), (tmp_path / "relu", "relu")):
+        assert AutoModel.from_pretrained(directory).config.activation_function == expected
+        assert read_meta(directory)["activation"] == expected
+
+
+# ----------------------------------------------------------------- loading and extraction
+
+
+def test_it_loads_as_encoder_and_as_causal_lm(pretrained, sst2):
+    out, meta = pretrained
+    encoder = load_encoder(out, CPU)
+    causal = load_causal_lm(out, CPU)
+    assert type(encoder) is GPT2Model and type(causal) is GPT2LMHeadModel
+    assert type(AutoModelForCausalLM.from_pretrained(out)) is GPT2LMHeadModel
+    # the encoder is the causal LM's transformer, weight for weight
+    for name, tensor in encoder.state_dict().items():
+        assert torch.equal(tensor, causal.transformer.state_dict()[name]), name
+    tokenizer = open_tokenizer(out)
+    blocks = text_blocks(tokenizer, texts_of(sst2, "validation"), SPEC["context"])
+    again, count = lm_cross_entropy(causal, blocks, 64, CPU)
+    assert count == meta["validation_tokens"] and again == pytest.approx(meta["validation_cross_entropy"], abs=1e-6)
+
+
+def test_extraction_reads_the_pretrained_model(pretrained, sst2, tmp_path):
+    out, meta = pretrained
+    # n_positions = context: extraction stops at the positions the model was trained on, and says so
+    with pytest.warns(TruncationWarning, match="longer than max_length 32 tokens"):
+        extract_activations(out, sst2, tmp_path / "s.zarr", splits=["test"], max_examples=24, batch_size=8,
+                            max_length=64, chunk_tokens=64)
+    store = open_store(tmp_path / "s.zarr")
+    assert store.attrs["n_layers"] == 2 and store.attrs["hidden_size"] == 32
+    hidden = store["pooled/mean"][:]
+    assert hidden.shape == (3, 24, 32) and np.isfinite(hidden).all()
+    assert store["tokens/input_ids"][:].max() < meta["vocab_size"]
+
+
+# ----------------------------------------------------------------- refusals
+
+
+def test_config_the_spec_sets_elsewhere_is_refused():
+    with pytest.raises(ValueError, match="config.vocab_size"):
+        gpt2_overrides("m", {**SPEC, "config": {"vocab_size": 10}})
+    with pytest.raises(ValueError, match="n_positions = 16 is below context = 32"):
+        gpt2_overrides("m", {**SPEC, "config": {"n_positions": 16}})
+    assert gpt2_overrides("m", SPEC) == {"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 32,
+                                         "activation_function": "gelu"}
+    assert gpt2_overrides("m", {**SPEC, "config": {"max_position_embeddings": 64}})["max_position_embeddings"] == 64
+
+
+def test_a_tokenizer_trained_on_another_dataset_needs_its_directory(sst2, tmp_path):
+    spec = {**SPEC, "tokenizer": {"train": {"dataset": "other", "vocab_size": VOCAB}}}
+    with pytest.raises(ValueError, match="tokenizer_dataset_dir"):
+        pretrain_model("m", spec, sst2, tmp_path / "m", CPU)
+    with pytest.raises(ValueError, match="tokenizer_dir"):
+        pretrain_model("m", {**SPEC, "tokenizer": "minilm"}, sst2, tmp_path / "m", CPU)
+    assert not (tmp_path / "m").exists()
+
+
+# ----------------------------------------------------------------- packing and scoring
+
+
+def test_text_blocks_pack_texts_with_eos_between_and_drop_the_remainder(pretrained):
+    tokenizer = open_tokenizer(pretrained[0])
+    eos = tokenizer.eos_token_id
+    texts = ["a gorgeous , witty movie .", "dull .", "it is a film ."]
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    stream = [token for row in ids for token in (*row, eos)]  # no bos, no template: text then eos
+    assert tokenizer.bos_token_id not in stream
+    blocks = text_blocks(tokenizer, texts, 4)
+    assert blocks.dtype == torch.long and blocks.shape == (len(stream) // 4, 4)
+    assert blocks.reshape(-1).tolist() == stream[: len(stream) // 4 * 4]  # the remainder dropped
+    assert text_blocks(tokenizer, texts, len(stream)).reshape(-1).tolist() == stream  # exactly one block
+    with pytest.raises(ValueError, match="not even one block"):
+        text_blocks(tokenizer, texts, len(stream) + 1)
+    with pytest.raises(ValueError, match="no texts"):
+        text_blocks(tokenizer, [], 4)
+    with pytest.raises(ValueError, match="context"):
+        text_blocks(tokenizer, texts, 1)
+
+
+def test_text_blocks_without_an_eos_token_just_concatenate(minilm_dir):
+    tokenizer = load_tokenizer(minilm_dir)  # BERT WordPiece: [CLS] / [SEP], no eos
+    assert tokenizer.eos_token_id is None
+    texts = ["a movie .", "another one ."]
+    stream = [t for text in texts for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
+    assert text_blocks(tokenizer, texts, 2).reshape(-1).tolist() == stream[: len(stream) // 2 * 2]
+
+
+def test_lm_cross_entropy_is_the_mean_next_token_loss(pretrained, sst2):
+    model = load_causal_lm(pretrained[0], CPU)
+    blocks = text_blocks(open_tokenizer(pretrained[0]), texts_of(sst2, "test")[:40], 16)
+    value, count = lm_cross_entropy(model, blocks, 3, CPU)  # batches of 3: the last one shorter
+    with torch.no_grad():
+        expected = model(input_ids=blocks, labels=blocks).loss.item()  # transformers' shifted mean
+    assert count == blocks.shape[0] * 15 and value == pytest.approx(expected, rel=1e-5)
+    model.train()
+    lm_cross_entropy(model, blocks, 8, CPU)
+    assert model.training  # the mode is restored
+
+
+def test_unigram_cross_entropy_by_hand():
+    train = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 2]])  # counts 5, 2, 1, 0 of 4 tokens; +1 each over 12
+    blocks = torch.tensor([[3, 0, 1], [2, 3, 3]])  # predicted: 0, 1, 3, 3
+    p = {0: 6 / 12, 1: 3 / 12, 3: 1 / 12}
+    expected = -(math.log(p[0]) + math.log(p[1]) + 2 * math.log(p[3])) / 4
+    assert unigram_cross_entropy(train, blocks, 4) == pytest.approx(expected)
+
+
+# ----------------------------------------------------------------- job resources
+
+
+def test_the_resource_estimate_counts_the_parameters_exactly(pretrained):
+    out, meta = pretrained
+    facts = resources.pretrain_facts(SPEC, meta["vocab_size"])
+    assert facts == {"n_parameters": meta["n_parameters"], "n_layers": 2, "hidden_size": 32,
+                     "vocab_size": meta["vocab_size"]}
+    wider = {**SPEC, "config": {"hidden_size": 48, "num_hidden_layers": 3, "n_head": 4, "n_inner": 100,
+                                "n_positions": 40}}
+    model = AutoModelForCausalLM.from_config(
+        AutoModelForCausalLM.from_pretrained(out).config.__class__(vocab_size=321, **gpt2_overrides("w", wider)))
+    assert resources.pretrain_facts(wider, 321)["n_parameters"] == sum(p.numel() for p in model.parameters())
+    for attempt in (2, 3):
+        for estimate in (lambda a: resources.pretrain_mem_mb(facts, SPEC, a),
+                         lambda a: resources.pretrain_runtime(facts, SPEC, 500, a)):
+            assert abs(estimate(attempt) - attempt * estimate(1)) < attempt
+    assert resources.pretrain_runtime(facts, SPEC, 500, 1) == resources.MIN_MINUTES + 1  # a tiny model: the floor
