@@ -254,3 +254,10 @@ def test_language_models_stitch_across_activations_with_a_learned_map(language_m
     assert (cross["final_loss"] < cross["first_loss"] + 0.05).all()
     assert cross[["penalty", "self_penalty", "excess_penalty", "ci_low", "ci_high"]].notna().all().all()
     assert (cross["penalty_low"] <= cross["penalty"]).all() and (cross["penalty"] <= cross["penalty_high"]).all()
+
+
+def test_a_top_model_without_the_objective_s_head_is_refused(seeds, task, tiny_models):
+    with pytest.raises(ValueError, match="classification stitching needs a top model with a task head"):
+        stitch_pair(seeds[1], tiny_models["bert"], task, phis=["identity"], **FAST)
+    with pytest.raises(ValueError, match="language_modeling stitching needs a top model with a language-model head"):
+        stitch_pair(seeds[1], seeds[2], task, phis=["identity"], **{**FAST, "objective": "language_modeling"})

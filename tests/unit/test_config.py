@@ -420,3 +420,22 @@ def test_word_and_attention_jobs_need_what_extraction_stores(default_config):
     assert "key 'similarity.attention.pairs' names 'bert-big', which is not a model" in message
     default_config["extraction"]["splits"] = ["train", "test"]
     assert "key 'extraction.detail_splits' names 'validation', which extraction.splits" in problems_of(default_config)
+
+
+def test_stitching_pairs_must_name_models_and_resolve_an_objective(default_config):
+    from reprsim.workflow.stitching import stitch_jobs
+
+    config = copy.deepcopy(default_config)
+    validate_config(config)
+    jobs = {(j.bottom, j.top, j.objective) for j in stitch_jobs(config)}
+    assert jobs == {(a, b, "classification") for a in ("minilm-ft-s1", "minilm-ft-s2")
+                    for b in ("minilm-ft-s1", "minilm-ft-s2")}  # both ways and each into itself
+    config = copy.deepcopy(default_config)
+    config["stitching"]["pairs"] = [["minilm-ft-s1", "nope"]]
+    assert "key 'stitching.pairs' names 'nope'" in problems_of(config)
+    config = copy.deepcopy(default_config)
+    config["stitching"]["pairs"] = [["minilm", "minilm-ft-s1"]]  # a package model has no task head
+    assert "objective auto needs two fine-tuned models" in problems_of(config)
+    config["stitching"]["objective"] = "classification"
+    config["stitching"]["dataset"] = "sst3"
+    assert "key 'stitching.dataset' is 'sst3'" in problems_of(config)

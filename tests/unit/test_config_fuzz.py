@@ -30,6 +30,7 @@ BASES = {
     "glue-local": REPO / "config" / "examples" / "glue-local.yaml",
     "glue-hub": REPO / "config" / "examples" / "glue-hub.yaml",
     "cross-tokenizer": REPO / "config" / "examples" / "cross-tokenizer.yaml",
+    "stitching-lm": REPO / "config" / "examples" / "stitching-lm.yaml",  # pretrained LMs, stitching
 }
 SEED = 14
 SAMPLED = 240  # of the ~3,100 wrong-type mutations (all pass; a sample keeps this to seconds); the rest run in full
@@ -52,12 +53,15 @@ NULLABLE = (
     "similarity.word.permutations", "similarity.word.resamples", "similarity.attention",
     "similarity.attention.pairs", "similarity.attention.max_examples", "similarity.tokens",
     "similarity.tokens.max_tokens",
+    "stitching", "stitching.pairs", "stitching.dataset", "stitching.max_examples", "stitching.max_length",
+    "stitching.context", "stitching.optimizer.max_grad_norm",
 )
 NUMBER = (  # a float where an int is written is still valid
     "similarity.intervals.confidence", "finetune_eval.heads.epochs", "finetune_eval.heads.learning_rate",
     "finetune_eval.heads.weight_decay", "models.finetune.epochs", "models.finetune.learning_rate",
     "models.finetune.warmup_fraction", "models.finetune.weight_decay", "datasets.*.split_fractions.*",
     "models.pretrain.learning_rate", "models.pretrain.warmup_fraction", "models.pretrain.weight_decay",
+    "stitching.optimizer.learning_rate", "stitching.optimizer.momentum", "stitching.optimizer.weight_decay",
     "models.pretrain.max_grad_norm",
     "measures.*.params.threshold", "align.aligners.*.params.threshold", "align.aligners.*.params.lr",
     "align.aligners.*.params.weight_decay", "align.aligners.*.params.scale_bound",

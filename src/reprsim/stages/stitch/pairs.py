@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
+from transformers import AutoConfig, get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
@@ -99,7 +99,20 @@ def _width(model) -> int:
     return int(model.config.hidden_size)
 
 
+def _check_head(objective: str, top_dir) -> None:
+    """The top model must carry the head the objective scores: a task head fine-tuned on the dataset, or a
+    language-model head (a model saved without one would get a randomly initialised head)."""
+    wanted = "ForSequenceClassification" if objective == "classification" else ("LMHeadModel", "ForCausalLM")
+    architectures = AutoConfig.from_pretrained(top_dir).architectures or []
+    if not any(name.endswith(wanted) for name in architectures):
+        kind = "a task head (a fine-tuned classifier, source finetune)" if objective == "classification" else \
+            "a language-model head (source pretrain, or a causal LM saved with its head)"
+        raise ValueError(f"{top_dir}: {objective} stitching needs a top model with {kind}; its config.json "
+                         f"names {architectures or 'no architecture'}")
+
+
 def _load(objective: str, bottom_dir, top_dir, device):
+    _check_head(objective, top_dir)
     loader = load_classifier if objective == "classification" else load_causal_lm
     top = loader(top_dir, device)
     same = Path(bottom_dir).resolve() == Path(top_dir).resolve()
