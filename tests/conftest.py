@@ -110,6 +110,16 @@ def tiny_dataset(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def sst2_sample(tmp_path_factory) -> Path:
+    """The SST-2 sample that ships in the package, prepared once per session."""
+    from reprsim.stages.data.prepare import prepare_dataset
+
+    out = tmp_path_factory.mktemp("datasets") / "sst2"
+    prepare_dataset("sst2", {"source": "sample", "name": "sst2"}, out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def workflow(tmp_path_factory) -> Path:
     """A private copy of the workflow with the tiny configuration run to completion, once per session.
 

@@ -9,7 +9,7 @@ from reprsim.io.provenance import hash_directory
 from reprsim.nets.classifiers import classification_scores, evaluate, head_logits
 from reprsim.nets.loading import load_classifier, load_tokenizer
 from reprsim.stages.finetune.skip import skip_spans
-from reprsim.nets.classifiers import epoch_batches
+from reprsim.nets.training import epoch_batches
 from reprsim.stages.finetune.training import finetune_model
 from reprsim.stages.finetune.truncation import train_head, truncation
 from reprsim.workflow.plan import training_steps

@@ -34,12 +34,8 @@ SPEC = {"source": "pretrain", "dataset": "sst2", "architecture": "gpt2", "activa
 
 
 @pytest.fixture(scope="module")
-def sst2(tmp_path_factory):
-    from reprsim.stages.data.prepare import prepare_dataset
-
-    out = tmp_path_factory.mktemp("datasets") / "sst2"
-    prepare_dataset("sst2", {"source": "sample", "name": "sst2"}, out)
-    return out
+def sst2(sst2_sample):
+    return sst2_sample
 
 
 @pytest.fixture(scope="module")

@@ -214,26 +214,25 @@ LM_FAST = {**FAST, "objective": "language_modeling", "max_examples": 64,
 
 
 @pytest.fixture(scope="module")
-def language_models(tmp_path_factory):
+def language_models(tmp_path_factory, sst2_sample):
     """Two tiny GPT-2 LMs pretrained on the SST-2 sample's text, gelu and relu, one tokenizer."""
     from reprsim.stages.models.pretrain import pretrain_model
 
     root = tmp_path_factory.mktemp("stitch-lm")
-    prepare_dataset("sst2", {"source": "sample", "name": "sst2"}, root / "sst2")
-    pretrain_model("gelu", LM_SPEC, root / "sst2", root / "gelu", CPU)
-    pretrain_model("relu", {**LM_SPEC, "activation": "relu", "tokenizer": "gelu", "seed": 1}, root / "sst2",
+    pretrain_model("gelu", LM_SPEC, sst2_sample, root / "gelu", CPU)
+    pretrain_model("relu", {**LM_SPEC, "activation": "relu", "tokenizer": "gelu", "seed": 1}, sst2_sample,
                    root / "relu", CPU, tokenizer_dir=root / "gelu")
     return root
 
 
-def test_language_model_identity_self_stitch_is_the_model(language_models):
+def test_language_model_identity_self_stitch_is_the_model(language_models, sst2_sample):
     from reprsim.nets.language_models import lm_cross_entropy, text_blocks, texts_of
     from reprsim.nets.loading import load_causal_lm
 
     root = language_models
-    table, _ = stitch_pair(root / "gelu", root / "gelu", root / "sst2", phis=["identity"], layers=[(0, 0), (1, 1), (2, 2)],
+    table, _ = stitch_pair(root / "gelu", root / "gelu", sst2_sample, phis=["identity"], layers=[(0, 0), (1, 1), (2, 2)],
                            **LM_FAST)
-    blocks = text_blocks(load_tokenizer(root / "gelu"), texts_of(root / "sst2", "validation"), 32)[:64]
+    blocks = text_blocks(load_tokenizer(root / "gelu"), texts_of(sst2_sample, "validation"), 32)[:64]
     own, tokens = lm_cross_entropy(load_causal_lm(root / "gelu", CPU), blocks, 16, CPU)
     assert set(table["metric"]) == {"cross_entropy"} and (table["n"] == 64).all()
     np.testing.assert_allclose(table["value"], own, rtol=1e-6)
@@ -241,13 +240,13 @@ def test_language_model_identity_self_stitch_is_the_model(language_models):
     assert (table["chance"] > table["value"] + 0.5).all()  # targets re-paired cost far more than the model's own
 
 
-def test_language_models_stitch_across_activations_with_a_learned_map(language_models):
+def test_language_models_stitch_across_activations_with_a_learned_map(language_models, sst2_sample):
     root = language_models
-    self_table, _ = stitch_pair(root / "gelu", root / "gelu", root / "sst2", phis=["affine_layernorm"], steps=40,
+    self_table, _ = stitch_pair(root / "gelu", root / "gelu", sst2_sample, phis=["affine_layernorm"], steps=40,
                                 **LM_FAST)
-    cross, _ = stitch_pair(root / "gelu", root / "relu", root / "sst2", phis=["affine_layernorm"], steps=40,
+    cross, _ = stitch_pair(root / "gelu", root / "relu", sst2_sample, phis=["affine_layernorm"], steps=40,
                            self_table=self_table, **LM_FAST)
-    start, _ = stitch_pair(root / "gelu", root / "relu", root / "sst2", phis=["affine_layernorm"], steps=0, **LM_FAST)
+    start, _ = stitch_pair(root / "gelu", root / "relu", sst2_sample, phis=["affine_layernorm"], steps=0, **LM_FAST)
     assert cross["start"].str.startswith("least squares").all()
     # the least-squares start is already close to the top model here; training keeps it there
     assert (cross["value"].to_numpy() <= start["value"].to_numpy() + 0.05).all()

@@ -30,30 +30,6 @@ def eval_batches(tokenizer, frame: pd.DataFrame, batch_size: int, max_length: in
         yield encode_rows(tokenizer, frame, np.arange(start, min(start + batch_size, len(frame))), max_length, device)
 
 
-GROUPING_WINDOW = 50  # batches per window whose examples are sorted by length (as transformers' Trainer)
-
-
-def epoch_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
-                  group_by_length: bool) -> list[np.ndarray]:
-    """One epoch's batches of row indices: a seeded shuffle cut into full batches (the remainder
-    is left out). With `group_by_length`, each window of GROUPING_WINDOW batches is sorted by
-    token length before cutting and the batches are then shuffled, so a batch holds similar
-    lengths (little padding) while every epoch still visits the rows in a new random grouping."""
-    permutation = rng.permutation(len(lengths))
-    n_batches = len(permutation) // batch_size
-    permutation = permutation[:n_batches * batch_size]
-    if group_by_length:
-        window = GROUPING_WINDOW * batch_size
-        permutation = np.concatenate([
-            chunk[np.argsort(-lengths[chunk], kind="stable")]
-            for chunk in np.split(permutation, range(window, len(permutation), window))
-        ]) if len(permutation) else permutation
-    batches = np.split(permutation, n_batches) if n_batches else []
-    if group_by_length:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
-
-
 def token_lengths(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
     return np.array([len(ids) for ids in tokenize_rows(tokenizer, frame, max_length)["input_ids"]])
 

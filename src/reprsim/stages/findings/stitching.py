@@ -11,7 +11,7 @@ from typing import Mapping
 
 from reprsim.layers import matching_layer
 from reprsim.stitching_tables import Cell, Penalties, difference_weights, learned_phi, main_metric, matched_cells, \
-    penalties, phis
+    penalties, phis, summary_phi
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.table import Claim, judged, not_applicable
 
@@ -77,7 +77,7 @@ def stitching_penalty_grows_with_depth(tables: Tables, setup: Setup) -> list[dic
             continue
         pair_rows = rows[[(f, g) in set(directed) or f == g for f, g in zip(rows["model_a"], rows["model_b"])]]
         available = phis(pair_rows)
-        phi = "identity" if "identity" in available else learned_phi(available)
+        phi = summary_phi(available)
         metric = main_metric(rows)
         pens = penalties(tables.stitching, tables.stitching_replicates, dataset, phi, metric)
         depth = _depths(rows)

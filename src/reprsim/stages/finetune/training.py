@@ -7,7 +7,6 @@ The evaluations of fine-tuned models (truncation, skipping blocks) live in
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +16,15 @@ from transformers import get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.device import describe
-from reprsim.io.logs import progress
 from reprsim.nets.classifiers import (
     embedding_modules,
     encode_rows,
-    epoch_batches,
     evaluate,
     token_lengths,
     transformer_blocks,
 )
 from reprsim.nets.loading import describe_model, load_classifier, load_tokenizer, save_trained_model
+from reprsim.nets.training import endless_batches, train_steps
 from reprsim.workflow.plan import training_steps
 
 
@@ -78,27 +76,12 @@ def finetune_model(
     schedule = get_linear_schedule_with_warmup(
         optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps
     )
-    order = np.random.default_rng(seed)
     lengths = token_lengths(tokenizer, train, int(spec["max_length"]))
-    group_by_length = bool(spec.get("group_by_length", True))
-    batches: list[np.ndarray] = []
-    log = []
+    batches = endless_batches(lengths, batch_size, np.random.default_rng(seed), bool(spec.get("group_by_length", True)))
     model.train()
-    started = time.perf_counter()
-    bar = progress(range(1, steps + 1), unit="step", desc=f"finetune {name}")
-    for step in bar:
-        if not batches:  # a new epoch
-            batches = epoch_batches(lengths, batch_size, order, group_by_length)[::-1]
-        indices = batches.pop()
-        loss = model(**encode_rows(tokenizer, train, indices, int(spec["max_length"]), device)).loss
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        log.append({"step": step, "loss": loss.item(), "learning_rate": schedule.get_last_lr()[0]})
-        bar.set_postfix(loss=f"{log[-1]['loss']:.4f}")
-    bar.close()
-    seconds = time.perf_counter() - started
+    log, seconds = train_steps(
+        lambda indices: model(**encode_rows(tokenizer, train, indices, int(spec["max_length"]), device)).loss,
+        batches, optimizer, schedule, steps, f"finetune {name}")
     model.eval()
     scores = evaluate(model, tokenizer, validation, 64, int(spec["max_length"]), device)
     print(f"{name}: {steps} steps in {seconds:.1f} s; validation "

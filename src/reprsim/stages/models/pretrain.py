@@ -18,7 +18,6 @@ AutoModelForCausalLM.
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,9 @@ from transformers import AutoModelForCausalLM, get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
-from reprsim.io.logs import progress
 from reprsim.nets.language_models import lm_cross_entropy, text_blocks, texts_of, unigram_cross_entropy
 from reprsim.nets.loading import check_finite, describe_model, open_tokenizer, save_trained_model
+from reprsim.nets.training import endless_batches, train_steps
 from reprsim.stages.models.materialize import init_model, train_tokenizer
 
 ARCHITECTURES = ("gpt2",)
@@ -85,12 +84,6 @@ def _decayed(model) -> list[dict]:
     return [{"params": matrices}, {"params": others, "weight_decay": 0.0}]
 
 
-def epoch_order(n_blocks: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """One epoch's batches of block indices: a seeded permutation cut into full batches (the rest dropped)."""
-    order = rng.permutation(n_blocks)
-    return [order[start:start + batch_size] for start in range(0, n_blocks - batch_size + 1, batch_size)]
-
-
 def pretrain_model(
     name: str, spec: dict, dataset_dir: str | Path, out_dir: str | Path, device: torch.device,
     tokenizer_dir: str | Path | None = None, tokenizer_dataset_dir: str | Path | None = None,
@@ -120,27 +113,17 @@ def pretrain_model(
                                   weight_decay=float(spec["weight_decay"]))
     schedule = get_linear_schedule_with_warmup(optimizer, int(math.ceil(spec["warmup_fraction"] * steps)), steps)
     max_grad_norm = spec.get("max_grad_norm")
-    rng = np.random.default_rng(seed)
-    batches: list[np.ndarray] = []
-    log = []
+    blocks = endless_batches(np.full(len(train_blocks), context), batch_size, np.random.default_rng(seed),
+                             group_by_length=False)
+
+    def loss_of(indices: np.ndarray) -> torch.Tensor:
+        batch = train_blocks[torch.from_numpy(indices)].to(device)
+        return model(input_ids=batch, labels=batch, use_cache=False).loss
+
     model.train()
-    started = time.perf_counter()
-    bar = progress(range(1, steps + 1), unit="step", desc=f"pretrain {name}")
-    for step in bar:
-        if not batches:  # a new epoch
-            batches = epoch_order(len(train_blocks), batch_size, rng)[::-1]
-        batch = train_blocks[torch.from_numpy(batches.pop())].to(device)
-        loss = model(input_ids=batch, labels=batch, use_cache=False).loss
-        loss.backward()
-        if max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), float(max_grad_norm))
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        log.append({"step": step, "loss": loss.item(), "learning_rate": schedule.get_last_lr()[0]})
-        bar.set_postfix(loss=f"{log[-1]['loss']:.4f}")
-    bar.close()
-    seconds = time.perf_counter() - started
+    log, seconds = train_steps(
+        loss_of, blocks, optimizer, schedule, steps, f"pretrain {name}",
+        clip=None if max_grad_norm is None else (model.parameters(), float(max_grad_norm)))
     model.eval()
     check_finite(model, f"pretrained model {name!r}", "the training diverged: lower its learning_rate, raise "
                  "warmup_fraction or set max_grad_norm")

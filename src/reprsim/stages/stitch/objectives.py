@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from reprsim.io.datasets import load_split
-from reprsim.nets.classifiers import classification_scores, encode_rows, epoch_batches, length_order, token_lengths
+from reprsim.nets.classifiers import classification_scores, encode_rows, length_order, token_lengths
 from reprsim.nets.language_models import text_blocks, texts_of
+from reprsim.nets.training import endless_batches
 
 OBJECTIVES = ("classification", "language_modeling")
 HIGHER_IS_BETTER = {"accuracy": True, "matthews_correlation": True, "cross_entropy": False}
@@ -33,8 +34,7 @@ def training_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Genera
     """Row-index batches, forever: each epoch a seeded shuffle, grouped by length (little padding)."""
     if len(lengths) < batch_size:
         raise ValueError(f"the training split has {len(lengths)} rows, fewer than stitching.batch_size {batch_size}")
-    while True:
-        yield from epoch_batches(lengths, batch_size, rng, group_by_length=True)
+    return endless_batches(lengths, batch_size, rng, group_by_length=True)
 
 
 class Classification:
@@ -98,10 +98,11 @@ class LanguageModeling:
         self.device, self.eval_batch_size = device, eval_batch_size
         tokenizer = tokenizers[-1]
         self.train = text_blocks(tokenizer, texts_of(dataset_dir, train_split), context)
-        self.eval = text_blocks(tokenizer, texts_of(dataset_dir, split), context)
+        texts = texts_of(dataset_dir, split)
+        self.eval = text_blocks(tokenizer, texts, context)
         if max_examples is not None and len(self.eval) > max_examples:
             self.eval = self.eval[:max_examples]
-        same_tokens(tokenizers, [self.eval], lambda t: [text_blocks(t, texts_of(dataset_dir, split), context)[:len(self.eval)]])
+        same_tokens(tokenizers, [self.eval], lambda t: [text_blocks(t, texts, context)[:len(self.eval)]])
         self.vocab = len(tokenizer)
         self.eval_batches = [self._batch(self.eval[s:s + eval_batch_size]) for s in range(0, len(self.eval), eval_batch_size)]
         targets = self.eval[:, 1:].reshape(-1)

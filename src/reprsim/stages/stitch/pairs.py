@@ -152,10 +152,14 @@ def _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens):
     taken = 0
     for batch in task.train_batches(batch_size, np.random.default_rng([seed, 1])):
         mask = batch["attention_mask"].bool()
-        for l, stream in residual_stream(bottom, batch, list(sources)).items():
-            sources[l].append(stream[mask])
-        for m, stream in residual_stream(top, batch, list(targets)).items():
-            targets[m].append(stream[mask])
+        if top is bottom:  # a self-stitch: one forward pass gives both sides
+            f_streams = g_streams = residual_stream(bottom, batch, sorted(set(sources) | set(targets)))
+        else:
+            f_streams, g_streams = residual_stream(bottom, batch, list(sources)), residual_stream(top, batch, list(targets))
+        for l in sources:
+            sources[l].append(f_streams[l][mask])
+        for m in targets:
+            targets[m].append(g_streams[m][mask])
         taken += int(mask.sum())
         if taken >= init_tokens:
             break
