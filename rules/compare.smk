@@ -14,6 +14,11 @@ def pair_measures(representation):
             if word["measures"] is None or label in word["measures"]}
 
 
+# Pair jobs on a GPU (similarity.device: cuda) ask for one, and only then: on SLURM, profiles/slurm routes
+# compare_pair to the GPU partition with one GPU when REPRSIM_SLURM_PAIRS_ON_GPU is set (which `auto` uses too).
+PAIR_GPU = {"gpu": 1} if config["similarity"]["device"] == "cuda" else {}
+
+
 rule compare_pair:
     input:
         a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
@@ -34,6 +39,7 @@ rule compare_pair:
     resources:
         mem_mb=compare_mem_mb,
         runtime=compare_runtime,
+        **PAIR_GPU,
     conda:
         "../envs/compare.yaml"
     script:
@@ -102,7 +108,7 @@ def token_cka_mem_mb(wildcards, input, attempt):
     all), the zarr chunks each reader keeps (CACHE_BYTES of reprsim.stages.compare.tokens: 64 MB; 2 + shifts
     readers), and 2 GB for the rest."""
     tokens = config["similarity"]["tokens"]
-    layers = max(_store_facts(path)["n_layers"] + 1 for path in (input.a, input.b))
+    layers = max(FACTS.store(wildcards.dataset, model)["n_layers"] + 1 for model in (wildcards.model_a, wildcards.model_b))
     grams = 5 * layers * tokens["batch_size"] ** 2 * 8 / 1e6
     return int((2000 + grams + (2 + tokens["shifts"]) * 67) * attempt)
 

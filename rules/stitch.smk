@@ -34,29 +34,7 @@ def stitch_settings(wildcards):
     return canonical(settings)
 
 
-def _stitch_facts(input):
-    return _model_facts(os.path.basename(input.bottom), input.bottom), _model_facts(os.path.basename(input.top), input.top)
-
-
-def stitch_length(top):
-    spec = top.get("spec", {})
-    return STITCH["max_length"] or STITCH["context"] or spec.get("max_length") or spec.get("context") or 128
-
-
-def stitch_mem_mb(wildcards, input, attempt):
-    bottom, top = _stitch_facts(input)
-    return job_resources.stitch_mem_mb(bottom, top, STITCH["batch_size"], stitch_length(top), attempt)
-
-
-def stitch_runtime(wildcards, input, attempt):
-    bottom, top = _stitch_facts(input)
-    maps = len([phi for phi in STITCH["phi"] if phi != "identity"]) * bottom["n_layers"] * len(STITCH["seeds"])
-    rows = _dataset_sizes(input.dataset).get(STITCH["split"], 0)
-    rows = min(rows, STITCH["max_examples"] or rows)
-    return job_resources.stitch_runtime(bottom, top, maps, STITCH["steps"], STITCH["batch_size"], stitch_length(top),
-                                        rows, attempt)
-
-
+# memory and wall time: rules/resources.smk (reprsim.workflow.job_costs)
 rule stitch:
     input:
         unpack(stitch_inputs),

@@ -5,6 +5,10 @@ from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
 from reprsim.stages.compare.pairs import compare_pair
 
+# Where and in how much memory the job computes changes no value (to 1e-6), so these are read from the
+# config rather than given as params, which would rerun every pair job when they change.
+similarity = snakemake.config["similarity"]
+
 with tee_to_log(snakemake.log[0]):
     table, replicates = compare_pair(
         snakemake.input.a,
@@ -15,6 +19,8 @@ with tee_to_log(snakemake.log[0]):
         chance=json.loads(snakemake.params.chance),
         intervals=json.loads(snakemake.params.intervals),
         words=json.loads(snakemake.params.words),
+        device=similarity.get("device", "cpu"),
+        max_memory_gb=similarity.get("max_memory_gb"),
     )
     write_parquet(snakemake.output.replicates, replicates)
     write_parquet(snakemake.output.table, table)

@@ -29,6 +29,9 @@ with tee_to_log(snakemake.log[0]):
         attention=settings["attention"],
         attention_dtype=settings["attention_dtype"],
         attention_max_gb=settings["attention_max_gb"],
+        sort_window=settings["sort_window"],
+        sort_window_mb=settings["sort_window_mb"],
+        autocast=settings["autocast"],
         device=resolve_device(snakemake.params.device),
         provenance={
             "model": snakemake.wildcards.model,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from reprsim.io.store import open_store, pooled_rows
-from reprsim.nets.loading import load_encoder, load_tokenizer
+from reprsim.nets.loading import load_encoder
 from reprsim.stages.extract.activations import extract_activations
 
 
@@ -50,7 +50,7 @@ def test_batching_does_not_change_values(extracted, tiny_dataset):
     """An example alone (no padding) gives the hidden states stored from a padded batch."""
     family, model_dir, path = extracted
     store = open_store(path)
-    tokenizer, model = load_tokenizer(model_dir), load_encoder(model_dir, torch.device("cpu"))
+    model = load_encoder(model_dir, torch.device("cpu"))
     offsets = store["tokens/offsets"][:]
     i = int(np.argmin(np.diff(offsets)))  # the shortest example was padded in its batch
     ids = store["tokens/input_ids"][offsets[i]:offsets[i + 1]]
@@ -82,11 +82,11 @@ def test_interrupted_extraction_leaves_no_store(tiny_models, tiny_dataset, tmp_p
     calls = {"n": 0}
     real_pool = extract.pool
 
-    def dying_pool(hidden, mask):
+    def dying_pool(hidden, mask, *args):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real_pool(hidden, mask)
+        return real_pool(hidden, mask, *args)
 
     monkeypatch.setattr(extract, "pool", dying_pool)
     with pytest.raises(KeyboardInterrupt):
@@ -200,3 +200,24 @@ def test_attention_above_its_size_limit_is_refused_before_any_forward_pass(tiny_
     with pytest.raises(ValueError, match=r"detail split\(s\) \['validation'\] are not extracted"):
         extract_activations(tiny_models["bert"], tiny_dataset, tmp_path / "x.zarr", splits=["test"],
                             detail_splits=["validation"])
+
+
+def test_model_without_a_position_limit_extracts(minilm_dir, tiny_dataset, tmp_path):
+    """XLNet's config says max_position_embeddings = -1 (relative positions, no limit): extraction keeps
+    extraction.max_length instead of reading -1 as the limit (which made the tokenizer fail)."""
+    from transformers import AutoTokenizer
+
+    from reprsim.stages.models.materialize import init_model
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    model = init_model("xlnet", {"d_model": 32, "n_layer": 2, "n_head": 2, "d_inner": 64}, tokenizer, seed=0)
+    assert model.config.max_position_embeddings == -1
+    model_dir = tmp_path / "xlnet"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    attrs = extract_activations(model_dir, tiny_dataset, tmp_path / "xlnet.zarr", splits=["test"], batch_size=7,
+                                max_length=24, detail_splits=["test"], attention=True)  # as wu-glue.yaml asks
+    store = open_store(tmp_path / "xlnet.zarr")
+    assert attrs["max_length"] == 24 and store["pooled/mean"].shape == (3, 20, 32)
+    assert np.isfinite(store["pooled/mean"][:]).all() and np.isfinite(store["words/hidden"][:]).all()
+    assert attrs["attention"]["heads"] == 2

@@ -49,6 +49,23 @@ def test_local_source_copies_a_directory(tiny_models, tmp_path):
     assert meta["architecture"] == "bert" and meta["n_layers"] == 2
 
 
+def test_a_local_classifier_keeps_its_head(tiny_models, tmp_path):
+    """A checkpoint fine-tuned elsewhere (McCoy et al.'s MNLI BERTs) keeps its task head, so stitching can score
+    through it; the weights of the head are the checkpoint's, not a new random head's."""
+    from transformers import AutoModelForSequenceClassification
+
+    from reprsim.stages.stitch.pairs import _check_head
+
+    torch.manual_seed(0)
+    classifier = AutoModelForSequenceClassification.from_pretrained(tiny_models["bert"], num_labels=3)
+    classifier.save_pretrained(tmp_path / "mnli")
+    load_tokenizer(tiny_models["bert"]).save_pretrained(tmp_path / "mnli")
+    materialize_model("mnli", {"source": "local", "path": str(tmp_path / "mnli")}, tmp_path / "copy")
+    _check_head("classification", tmp_path / "copy")
+    copied = AutoModelForSequenceClassification.from_pretrained(tmp_path / "copy")
+    assert torch.equal(copied.classifier.weight, classifier.classifier.weight)
+
+
 def test_local_source_rejects_non_model_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         materialize_model("bad", {"source": "local", "path": str(tmp_path)}, tmp_path / "out")
@@ -59,15 +76,17 @@ def test_hf_source_passes_id_and_revision(minilm_dir, tmp_path, monkeypatch):
     import transformers
 
     seen = []
-    for cls in (transformers.AutoModel, transformers.AutoTokenizer):
+    for cls in (transformers.AutoConfig, transformers.AutoModel, transformers.AutoTokenizer):
         original = cls.from_pretrained.__func__
 
         def redirected(klass, name, *args, _original=original, **kwargs):
-            seen.append((name, kwargs.get("revision")))
-            return _original(klass, minilm_dir)
+            if name == minilm_dir:  # AutoModel's own call for the config, already redirected
+                return _original(klass, name, *args, **kwargs)
+            seen.append((name, kwargs.pop("revision", None)))
+            return _original(klass, minilm_dir, **kwargs)
 
         monkeypatch.setattr(cls, "from_pretrained", classmethod(redirected))
     meta = materialize_model("hub", {"source": "hf", "id": "sentence-transformers/all-MiniLM-L6-v2",
                                      "revision": "main"}, tmp_path / "hub")
-    assert seen == [("sentence-transformers/all-MiniLM-L6-v2", "main")] * 2
+    assert seen == [("sentence-transformers/all-MiniLM-L6-v2", "main")] * 3
     assert meta["origin"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["n_layers"] == 6

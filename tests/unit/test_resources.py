@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reprsim.workflow import plan
+from reprsim.workflow import facts, job_costs, plan
 from reprsim.workflow import resources as r
 
 # A MiniLM-sized model (meta.json facts): 22.7M parameters, 6 layers, 384 wide.
@@ -31,7 +31,7 @@ ALIGN = {
 
 # ----------------------------------------------------------------- worked values
 def test_constants():
-    assert (r.MODEL_FLOPS, r.CORE_FLOPS, r.MIN_MINUTES) == (1e12, 1e10, 5)
+    assert (r.MODEL_FLOPS, r.CORE_FLOPS, r.MIN_MINUTES) == (1e12, 4e10, 5)
     assert plan.DEFAULT_STEPS == 300
 
 
@@ -111,19 +111,36 @@ def test_compare():
     assert r.pair_sizes(STORE_A, STORE_B, "validation") == (2000, 872, [2688, 9984])
     # 2000 + 3*8*2000*12672/1e6 (608.256) + 4*8*872**2/1e6 (24.332288) = 2632.59
     assert r.compare_mem_mb(STORE_A, STORE_B, "validation", 1) == 2632
-    # measures: 1 + (1 + 100/10) = 12; 2*872*2688*9984*12 = 5.6164e11 FLOPs / 1e10 = 56.2 s
-    # = 0.936 min; + 5 -> 5.94
-    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 1) == 6
-    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 2) == 12  # ceil(11.87)
+    # a Gram-form measure may fill similarity.max_memory_gb, but needs no more than every layer's Grams and a
+    # copy each: 2 * 8 * 872**2 * (6 + 12 + 2) / 1e6 = 243.32 MB here; 2000 + 608.256 + 243.323 = 2851.58
+    assert r.compare_mem_mb(STORE_A, STORE_B, "validation", 1, gram_budget_gb=8) == 2851
+    # 8,720 rows: every layer's would be 24,330 MB, so the budget binds: 2000 + 608.256 + 8 * 1073.7 = 11197.86
+    more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
+    assert r.compare_mem_mb(more, STORE_B, "validation", 1, gram_budget_gb=8) == 11197
+    # measures: 1 + (1 + 100 permutations, each a recomputation) = 102; 2*872*2688*9984*102 = 4.7740e12 FLOPs
+    # / 4e10 = 119.35 s = 1.989 min; + 5 -> 6.99
+    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 1) == 7
+    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 2) == 14  # ceil(13.98)
+
+
+def test_compare_prices_each_measure_at_its_measured_cost():
+    """benchmarks/pair_job.py: an SVCCA evaluation costs 0.07 of linear CKA's, an RBF CKA one 4 times it."""
+    def seconds(spec):
+        return r.compare_seconds(STORE_A, STORE_B, "validation", {"m": spec})
+
+    linear = seconds({"measure": "cka", "params": {"kernel": "linear"}})
+    assert seconds({"measure": "svcca"}) == pytest.approx(0.07 * linear)
+    assert seconds({"measure": "cka", "params": {"kernel": "rbf"}}) == pytest.approx(4 * linear)
+    assert seconds({"measure": "svcca", "null_permutations": 9}) == pytest.approx(0.7 * linear)
 
 
 def test_compare_runtime_counts_only_the_compared_rows():
     # the pair job reads one split: rows of other splits cost nothing ("test" is not extracted here)
     many = STORE_A | {"n_examples": 100_000}
     assert r.compare_runtime(many, STORE_B, "test", MEASURES, 1) == r.MIN_MINUTES
-    # 10x the compared rows, 10x the measure work: 9.36 min; + 5 -> 14.36
+    # 10x the compared rows, 10x the measure work: 19.89 min; + 5 -> 24.89
     more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
-    assert r.compare_runtime(more, STORE_B, "validation", MEASURES, 1) == 15
+    assert r.compare_runtime(more, STORE_B, "validation", MEASURES, 1) == 25
 
 
 def test_align():
@@ -198,10 +215,17 @@ def test_training_steps_precedence():
 
 def test_resources_use_only_the_standard_library():
     """The rules import these whenever the DAG is built: no third-party import, not even numpy."""
-    for module in (r, plan):
+    for module in (r, plan, facts, job_costs):
         tree = ast.parse(Path(module.__file__).read_text())
         top = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                for alias in node.names}
         top |= {node.module.split(".")[0] for node in ast.walk(tree)
                 if isinstance(node, ast.ImportFrom) and node.module}
         assert top <= set(sys.stdlib_module_names) | {"reprsim"}, (module.__name__, top)
+
+
+def test_stitch():
+    # 6 maps, 100 steps of 8 x 128 tokens: 102,400 * (2 * 22.7e6 + 6 * 6 * 22.7e6) = 8.8330e13 FLOPs; evaluation
+    # 1,000 rows: 128,000 * 2 * (22.7e6 + 7 * 22.7e6) = 4.6490e13; 1.3482e14 / 1e12 = 134.8 s = 2.25 min; + 5 -> 7.25
+    assert r.stitch_seconds(SMALL, SMALL, 6, 100, 8, 128, 1000) == pytest.approx(134.82, abs=0.01)
+    assert r.stitch_runtime(SMALL, SMALL, 6, 100, 8, 128, 1000, 1) == 8

@@ -5,6 +5,7 @@ a materialised one before loading, and `reprsim verify` every model of a results
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
 from pathlib import Path
@@ -85,3 +86,23 @@ def config_problems(directory: str | Path) -> list[tuple[Path, str]]:
 def model_problems(directory: str | Path) -> list[tuple[Path, str]]:
     """(file, problem) for everything a model directory lacks: config.json, weights, tokenizer."""
     return config_problems(directory) + weights_problems(directory) + tokenizer_problems(directory)
+
+
+def locate_package_model(package: str, subdir: str | None = None) -> Path:
+    """The model directory inside installed package `package` (found by its config.json)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"Python package {package!r} is not installed; install it (e.g. pip install "
+            f"{package.replace('_', '-')}) or use another model source"
+        )
+    root = Path(list(spec.submodule_search_locations)[0])
+    if subdir:
+        candidate = root / subdir
+        if not (candidate / "config.json").is_file():
+            raise FileNotFoundError(f"{candidate} has no config.json; check 'subdir'")
+        return candidate
+    found = sorted(p.parent for p in root.rglob("config.json") if (p.parent / "tokenizer_config.json").exists())
+    if not found:
+        raise FileNotFoundError(f"no model directory (config.json + tokenizer) inside package {package!r} at {root}")
+    return found[0]

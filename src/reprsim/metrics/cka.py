@@ -8,7 +8,10 @@ CKA(K, L) = HSIC(K, L) / sqrt(HSIC(K, K) · HSIC(L, L)) for Gram matrices K of X
   means, never by multiplying with H). For the linear kernel and n > max(d1, d2) the
   feature-space form ||Xcᵀ Yc||_F² / (||Xcᵀ Xc||_F ||Ycᵀ Yc||_F) is used; the two agree.
 - estimator="unbiased": Song et al.'s U-statistic HSIC₁ on Grams with zeroed diagonals;
-  needs n ≥ 4; may be negative and is reported as is.
+  needs n ≥ 4; may be negative and is reported as is. For the linear kernel it has a feature form
+  too (d×d products and the rows' squared norms), used by the same rule as the biased one.
+- The Gram form keeps its n×n matrices within the working-memory budget (reprsim.metrics.memory):
+  beyond it, a block of one side's layers at a time against the other side's, one layer at a time.
 - minibatch_cka: Nguyen et al. (2021), HSIC₁ summed over equal-size row batches.
 
 All accumulation is in float64 on the inputs' device. A degenerate layer (zero
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 
 from reprsim.metrics._inputs import centre, layers, pair
+from reprsim.metrics.memory import gram_layers_held, working_bytes
 
 KERNELS = ("linear", "rbf")
 ESTIMATORS = ("biased", "unbiased")
@@ -38,30 +42,69 @@ def _check(kernel: str, estimator: str, n: int) -> None:
 
 
 def _median(values: torch.Tensor) -> torch.Tensor:
-    """Median as numpy defines it (mean of the two middle values for an even count)."""
-    ordered = values.sort().values
-    k = ordered.numel()
-    return ordered[(k - 1) // 2] if k % 2 else (ordered[k // 2 - 1] + ordered[k // 2]) / 2
+    """Median as numpy defines it (mean of the two middle values for an even count): the same middle
+    values a sort gives, selected (kthvalue: O(k), and no sorted copy beside the values)."""
+    k = values.numel()
+    if k % 2:
+        return values.kthvalue((k + 1) // 2).values
+    return (values.kthvalue(k // 2).values + values.kthvalue(k // 2 + 1).values) / 2
+
+
+def _upper_triangle(square: torch.Tensor) -> torch.Tensor:
+    """The entries above the diagonal of an (n, n) matrix, row by row, gathered a block of rows at a time
+    (masked_select of the whole matrix would index it with n² int64s)."""
+    n = square.shape[0]
+    out = torch.empty(n * (n - 1) // 2, dtype=square.dtype, device=square.device)
+    columns = torch.arange(n, device=square.device)
+    step, filled = -(-n // 32), 0
+    for start in range(0, n, step):
+        rows = torch.arange(start, min(n, start + step), device=square.device)
+        chosen = square[start:start + len(rows)].masked_select(columns[None, :] > rows[:, None])
+        out[filled:filled + chosen.numel()] = chosen
+        filled += chosen.numel()
+    return out
 
 
 def gram(Xs: torch.Tensor, kernel: str = "linear", threshold: float = 1.0) -> torch.Tensor:
     """Gram matrices of (L, n, d) activations: (L, n, n)."""
-    inner = Xs @ Xs.transpose(-1, -2)
-    if kernel == "linear":
-        return inner
-    if threshold <= 0:
+    return _grams(Xs, range(Xs.shape[0]), kernel, threshold, {})
+
+
+def _grams(Zs: torch.Tensor, layers, kernel: str, threshold: float, medians: dict) -> torch.Tensor:
+    """Gram matrices of the given layers of Zs, one layer at a time (a layer's scratch, not the stack's).
+    `medians` maps a layer to its RBF median squared distance: filled on first use, reused when a
+    layer's Gram is built again (the tiled Gram form), so a rebuild is the same matrix."""
+    if kernel == "rbf" and threshold <= 0:
         raise ValueError(f"rbf threshold must be > 0; got {threshold}")
-    norms = torch.diagonal(inner, dim1=-2, dim2=-1)
-    squared = (norms[..., :, None] + norms[..., None, :] - 2 * inner).clamp_min(0)
-    n = Xs.shape[-2]
-    upper = torch.triu_indices(n, n, offset=1, device=Xs.device)
-    grams = []
-    for layer in squared:
-        median = _median(layer[upper[0], upper[1]])
+    layers = list(layers)
+    n = Zs.shape[-2]
+    out = torch.empty(len(layers), n, n, dtype=Zs.dtype, device=Zs.device)
+    for position, layer in enumerate(layers):
+        torch.matmul(Zs[layer], Zs[layer].T, out=out[position])
+        if kernel == "rbf":
+            medians[layer] = _rbf_in_place(out[position], threshold, medians.get(layer))
+    return out
+
+
+def _rbf_in_place(inner: torch.Tensor, threshold: float, median: torch.Tensor | None) -> torch.Tensor:
+    """One layer's inner products (n, n) -> its RBF Gram, in place, with the same operations in the same
+    order as on a whole stack: squared distances (|x_i|² + |x_j|²) − 2<x_i, x_j> clamped at 0, the median
+    over pairs i < j (unless given), exp(−squared / (2 threshold² median)). Returns the median."""
+    n = inner.shape[0]
+    norms = torch.diagonal(inner).clone()
+    inner.mul_(2)
+    step = -(-n // 4)
+    for start in range(0, n, step):  # a quarter of the rows at a time: no second n×n matrix
+        rows = slice(start, start + step)
+        block = norms[rows, None] + norms[None, :]
+        inner[rows] = block.sub_(inner[rows])
+    inner.clamp_min_(0)
+    if median is None:
+        median = _median(_upper_triangle(inner))
         if median == 0:
             raise ValueError("rbf kernel: the median squared distance is 0 (most rows identical); σ is undefined")
-        grams.append(torch.exp(-layer / (2 * threshold**2 * median)))
-    return torch.stack(grams)
+    inner.neg_().div_(2 * threshold**2 * median).exp_()
+    return median
 
 
 def centre_gram(K: torch.Tensor) -> torch.Tensor:
@@ -69,14 +112,20 @@ def centre_gram(K: torch.Tensor) -> torch.Tensor:
     return K - K.mean(dim=-1, keepdim=True) - K.mean(dim=-2, keepdim=True) + K.mean(dim=(-2, -1), keepdim=True)
 
 
+def _centre_gram_(K: torch.Tensor) -> torch.Tensor:
+    """centre_gram in place (the same operations in the same order)."""
+    row, column, grand = K.mean(dim=-1, keepdim=True), K.mean(dim=-2, keepdim=True), K.mean(dim=(-2, -1), keepdim=True)
+    return K.sub_(row).sub_(column).add_(grand)
+
+
 def _hsic_terms(Ks: torch.Tensor, estimator: str) -> tuple[torch.Tensor, ...]:
-    """Per-layer pieces from which HSIC of any pair is one batched product."""
+    """Per-layer pieces from which HSIC of any pair is one batched product. Consumes Ks (a fresh
+    stack of Grams): centred, or its diagonal zeroed, in place."""
     if estimator == "biased":
-        return (centre_gram(Ks).flatten(1),)
-    K = Ks.clone()
-    K.diagonal(dim1=-2, dim2=-1).zero_()
-    rows = K.sum(dim=-1)
-    return K.flatten(1), rows.sum(dim=-1), rows
+        return (_centre_gram_(Ks).flatten(1),)
+    Ks.diagonal(dim1=-2, dim2=-1).zero_()
+    rows = Ks.sum(dim=-1)
+    return Ks.flatten(1), rows.sum(dim=-1), rows
 
 
 def _hsic_cross(a: tuple, b: tuple, estimator: str, n: int) -> torch.Tensor:
@@ -105,15 +154,30 @@ def _normalise(cross: torch.Tensor, self_x: torch.Tensor, self_y: torch.Tensor) 
     return torch.where(denominator > 0, cross / denominator, torch.full_like(cross, float("nan")))
 
 
-def _feature_space_linear(Xc: torch.Tensor, Yc: torch.Tensor) -> torch.Tensor:
-    """Biased linear CKA via d×d products: ||Xcᵀ Yc||_F² / (||Xcᵀ Xc||_F ||Ycᵀ Yc||_F), all layer pairs."""
+def _feature_space_linear(Xc: torch.Tensor, Yc: torch.Tensor, estimator: str = "biased") -> torch.Tensor:
+    """Linear CKA via d×d products, all layer pairs: biased ||Xcᵀ Yc||_F² / (||Xcᵀ Xc||_F ||Ycᵀ Yc||_F), or
+    unbiased (HSIC₁ of the centred Grams, which is HSIC₁ of the raw ones: see _unbiased_from_features)."""
     # squared, like HSIC(K, K) = ||Xcᵀ Xc||_F² in the Gram form
     self_x = torch.linalg.matrix_norm(Xc.transpose(-1, -2) @ Xc) ** 2
     self_y = torch.linalg.matrix_norm(Yc.transpose(-1, -2) @ Yc) ** 2
     L2, n, d2 = Yc.shape
     Y_all = Yc.permute(1, 0, 2).reshape(n, L2 * d2)  # every Y layer side by side: one GEMM per X layer
     cross = torch.stack([((X.T @ Y_all).reshape(-1, L2, d2) ** 2).sum(dim=(0, 2)) for X in Xc])
-    return _normalise(cross, self_x, self_y)
+    if estimator == "biased":
+        return _normalise(cross, self_x, self_y)
+    a, b = (Xc**2).sum(dim=-1), (Yc**2).sum(dim=-1)  # the Grams' diagonals (L, n)
+    return _normalise(_unbiased_from_features(cross, a @ b.T, a.sum(dim=1)[:, None], b.sum(dim=1)[None, :], n),
+                      _unbiased_from_features(self_x, (a**2).sum(dim=1), a.sum(dim=1), a.sum(dim=1), n),
+                      _unbiased_from_features(self_y, (b**2).sum(dim=1), b.sum(dim=1), b.sum(dim=1), n))
+
+
+def _unbiased_from_features(trace: torch.Tensor, diagonals: torch.Tensor, total_a: torch.Tensor,
+                            total_b: torch.Tensor, n: int) -> torch.Tensor:
+    """HSIC₁ of K = Xc Xcᵀ and L = Yc Ycᵀ from d×d products. HSIC₁ is unchanged by K -> K + f1ᵀ + 1fᵀ + c11ᵀ
+    (Song et al. 2012), and centring is such a change, so this is HSIC₁ of the raw Grams. With Xcᵀ1 = 0 and
+    a, b the diagonals of K and L: tr(K̃L̃) = ||Xcᵀ Yc||_F² − aᵀb (`trace` − `diagonals`), 1ᵀK̃1 = −Σa
+    (`total_a`), K̃1 = −a, so (K̃1)ᵀ(L̃1) = aᵀb."""
+    return (trace - diagonals + total_a * total_b / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * diagonals) / (n * (n - 3))
 
 
 GRAM_BYTES_LIMIT = 1 << 30  # one side's (L, n, n) float64 Grams; above it the feature form is used
@@ -128,6 +192,67 @@ def _feature_form_is_cheaper(x_shape, y_shape) -> bool:
     feature = L1 * L2 * n * d1 * d2 + n * (L1 * d1**2 + L2 * d2**2)
     gram = n**2 * (L1 * d1 + L2 * d2) + L1 * L2 * n**2
     return feature < gram or not grams_fit(x_shape, y_shape)
+
+
+# scratch n×n matrices beside the Grams held: a layer's self term (its squared entries), and for RBF the
+# median's pairs (half a matrix) and their selection (a copy with int64 positions)
+GRAM_SCRATCH = {"linear": 1.0, "rbf": 2.0}
+
+
+def gram_plan(L1: int, L2: int, n: int, kernel: str) -> dict:
+    """How the Gram form computes L1 x L2 layer pairs of n rows under the working-memory budget: `held`
+    Grams of one side at a time (`swap`: Y's side), the other side's built one at a time per block;
+    `builds` Gram matrices built in all; `peak_grams`, the n×n float64 matrices at once, scratch included."""
+    scratch = GRAM_SCRATCH[kernel]
+    stacked = L1 + L2 + max(scratch, L1, L2)  # both sides' Grams, and the squares of one side's for its self terms
+    if stacked * 8 * n * n <= working_bytes():
+        return {"tiled": False, "swap": False, "held": L1, "builds": L1 + L2, "peak_grams": stacked}
+    options = []
+    for swap, (held_side, streamed) in ((False, (L1, L2)), (True, (L2, L1))):
+        held = gram_layers_held(n, held_side, scratch)
+        options.append((held_side + -(-held_side // held) * streamed, swap, held))
+    builds, swap, held = min(options)  # fewer builds; on a tie X's side held
+    return {"tiled": True, "swap": swap, "held": held, "builds": builds, "peak_grams": held + 1 + scratch}
+
+
+def _gram_form(Xs: torch.Tensor, Ys: torch.Tensor, kernel: str, estimator: str, threshold: float) -> torch.Tensor:
+    """CKA of every layer pair from Gram matrices, within the working-memory budget (reprsim.metrics.memory).
+
+    Both sides' Grams at once when they fit (L1 + L2 of them, plus scratch); otherwise tiled (gram_plan):
+    the Grams of a block of layers of one side are held while the other side's are built one layer at a
+    time, once per block (an RBF median is computed once per layer and reused). Every pair's HSIC terms
+    are the same either way; the side held is the one that needs fewer Gram builds."""
+    (L1, n, _), L2 = Xs.shape, Ys.shape[0]
+    plan = gram_plan(L1, L2, n, kernel)
+    if not plan["tiled"]:
+        terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
+        terms_y = _hsic_terms(gram(Ys, kernel, threshold), estimator)
+        return _normalise(_hsic_cross(terms_x, terms_y, estimator, n), _hsic_self(terms_x, estimator, n),
+                          _hsic_self(terms_y, estimator, n))
+    if plan["swap"]:  # HSIC is symmetric in its two Grams
+        return _gram_tiles(Ys, Xs, kernel, estimator, threshold, plan["held"]).T
+    return _gram_tiles(Xs, Ys, kernel, estimator, threshold, plan["held"])
+
+
+def _gram_tiles(Xs, Ys, kernel: str, estimator: str, threshold: float, block: int) -> torch.Tensor:
+    (L1, n, _), L2 = Xs.shape, Ys.shape[0]
+    medians_x, medians_y = {}, {}
+    options = {"dtype": torch.float64, "device": Xs.device}
+    cross, self_x, self_y = torch.empty(L1, L2, **options), torch.empty(L1, **options), torch.empty(L2, **options)
+    for start in range(0, L1, block):
+        held = range(start, min(L1, start + block))
+        terms_x = _hsic_terms(_grams(Xs, held, kernel, threshold, medians_x), estimator)
+        # one layer at a time: its squares are the scratch
+        self_x[start:held.stop] = torch.cat([_hsic_self(tuple(t[i:i + 1] for t in terms_x), estimator, n)
+                                             for i in range(len(held))])
+        for j in range(L2):
+            terms_y = _hsic_terms(_grams(Ys, [j], kernel, threshold, medians_y), estimator)
+            if start == 0:
+                self_y[j] = _hsic_self(terms_y, estimator, n)[0]
+            cross[start:held.stop, j] = _hsic_cross(terms_x, terms_y, estimator, n)[:, 0]
+            del terms_y
+        del terms_x
+    return _normalise(cross, self_x, self_y)
 
 
 def grams_fit(x_shape, y_shape) -> bool:
@@ -187,17 +312,11 @@ def cka_layers(
     if Ys.shape[1] != n:
         raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
     _check(kernel, estimator, n)
-    feature = kernel == "linear" and estimator == "biased" and _feature_form_is_cheaper(Xs.shape, Ys.shape)
+    feature = kernel == "linear" and _feature_form_is_cheaper(Xs.shape, Ys.shape)
     if feature:
-        values = _feature_space_linear(centre(Xs), centre(Ys))
+        values = _feature_space_linear(centre(Xs), centre(Ys), estimator)
     else:
-        terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
-        terms_y = _hsic_terms(gram(Ys, kernel, threshold), estimator)
-        values = _normalise(
-            _hsic_cross(terms_x, terms_y, estimator, n),
-            _hsic_self(terms_x, estimator, n),
-            _hsic_self(terms_y, estimator, n),
-        )
+        values = _gram_form(Xs, Ys, kernel, estimator, threshold)
     meta = {"kernel": kernel, "estimator": estimator, "form": "feature" if feature else "gram"}
     if kernel == "rbf":
         meta.update(threshold=threshold, sigma="threshold * sqrt(median squared distance over pairs i < j)")

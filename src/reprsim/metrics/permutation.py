@@ -10,6 +10,7 @@ checks it) at a fraction of the cost:
   row permutation, so each side is prepared once and a draw is one small SVD per layer pair.
 - permuted-neighbours (mutual_knn): Y's neighbour sets are permuted, not searched again. Its
   null mean has an exact value, k / (n − 1) (a random k-subset of the n − 1 other rows).
+  The neighbour sets are index lists (L, n, k), so a draw holds no n×n matrix.
 - recompute (procrustes, neuronsim, mixedsim, and cka whose Grams do not fit in memory).
 """
 
@@ -20,7 +21,7 @@ import torch
 
 from reprsim.metrics.cca import cca_pair, cca_prepared
 from reprsim.metrics.cka import gram_null_draws, grams_fit
-from reprsim.metrics.knn import neighbours
+from reprsim.metrics.knn import neighbour_lists, overlaps
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",
           "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours"}
@@ -68,12 +69,16 @@ def _cca_draws(kind: str, Xs, Ys, perms, params: dict) -> np.ndarray:
 
 
 def _knn_draws(Xs, Ys, perms, k: int) -> np.ndarray:
-    # 0/1 marks and overlap counts up to n·k are exact in float32, at half the memory traffic
-    nx, ny = neighbours(Xs, k).float(), neighbours(Ys, k).float()
+    lists_x, lists_y = neighbour_lists(Xs, k), neighbour_lists(Ys, k)
     n = Xs.shape[1]
-    flat_x = nx.flatten(1)
-    # a row permutation p of Y maps its neighbour matrix N to N[p][:, p]
-    return np.stack([(flat_x @ ny[:, p][:, :, p].flatten(1).T).double().cpu().numpy() / (k * n) for p in perms])
+    draws = []
+    for p in perms:
+        # a row permutation p of Y maps its neighbour matrix N to N[p][:, p]: row i's neighbours become
+        # p⁻¹ of the neighbours of row p[i]
+        inverse = torch.empty_like(p)
+        inverse[p] = torch.arange(n, device=p.device)
+        draws.append((overlaps(lists_x, inverse[lists_y[:, p]]) / (k * n)).cpu().numpy())
+    return np.stack(draws)
 
 
 def exact_null_mean(name: str, n: int, params: dict) -> float | None:

@@ -11,7 +11,8 @@ except where said:
   a new orthonormal basis, so only the CCA itself is redone. PWCCA weighs by the subsample's
   own centred neurons.
 - restricted-neighbours (mutual_knn): cosine similarities are row-wise, so the full matrix is
-  restricted and the k nearest are searched among the subsample's rows.
+  restricted and the k nearest are searched among the subsample's rows (one layer's matrix at a
+  time; beyond the memory budget, computed on the subsample's rows a block at a time).
 - recompute (procrustes, neuronsim, mixedsim, and cka whose Grams do not fit in memory).
 
 A replicate where the measure is undefined (a neuron constant on the subsample, CCA with
@@ -26,7 +27,7 @@ import torch
 from reprsim.metrics import cca as cca_family
 from reprsim.metrics.cca import cca_pair, cca_prepared
 from reprsim.metrics.cka import gram_subsample_draws, grams_fit
-from reprsim.metrics.knn import cosine_similarity, neighbours_from_similarity
+from reprsim.metrics.knn import neighbour_lists, overlaps
 
 ROUTES = {"cka": "gram-rows", "cca": "restricted-bases", "svcca": "restricted-bases",
           "pwcca": "restricted-bases", "mutual_knn": "restricted-neighbours"}
@@ -87,11 +88,6 @@ def _cca_draws(kind: str, Xs, Ys, rows, params: dict) -> np.ndarray:
 
 
 def _knn_draws(Xs, Ys, rows, k: int) -> np.ndarray:
-    sim_x, sim_y = cosine_similarity(Xs), cosine_similarity(Ys)
-    draws = []
-    for idx in rows:
-        # 0/1 marks and overlap counts are exact in float32
-        nx = neighbours_from_similarity(sim_x[:, idx][:, :, idx], k).flatten(1).float()
-        ny = neighbours_from_similarity(sim_y[:, idx][:, :, idx], k).flatten(1).float()
-        draws.append((nx @ ny.T).double().cpu().numpy() / (k * len(idx)))
-    return np.stack(draws)
+    # every subset's neighbour lists, one layer's similarity matrix at a time (reprsim.metrics.knn)
+    lists_x, lists_y = neighbour_lists(Xs, k, rows), neighbour_lists(Ys, k, rows)
+    return np.stack([(overlaps(x, y) / (k * len(idx))).cpu().numpy() for x, y, idx in zip(lists_x, lists_y, rows)])

@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping
 from reprsim.workflow.plan import training_steps
 
 MODEL_FLOPS = 1e12  # sustained FLOP/s assumed for a model job on one GPU (a modest one, well below peak)
-CORE_FLOPS = 1e10  # sustained float64 FLOP/s of one core, for the pairwise measures
+# sustained float64 FLOP/s of one core in the pairwise measures' matrix products (benchmarks/pair_job.py and
+# cka_layers.py: 39-52 GFLOP/s per core on this project's machine)
+CORE_FLOPS = 4e10
+# float64 FLOP/s assumed for a pair job on a GPU (similarity.device: cuda): not measured (no GPU was lent to this
+# project's benchmarks); a modest figure, 25 cores' worth, well below any data-centre GPU's FP64 rate
+PAIR_GPU_FLOPS = 1e12
 MIN_MINUTES = 5  # floor per job: start-up, loading, writing
 
 SYNTHETIC = None  # `b` of the align functions for synthetic recovery: one store, mapped onto itself
@@ -46,9 +51,9 @@ def activations_mb(model: Mapping, batch_size: int, max_length: int, copies: int
     return copies * 4 * (model["n_layers"] + 1) * batch_size * max_length * model["hidden_size"] / 1e6
 
 
-def minutes(flops: float, rate: float, attempt: int) -> int:
-    """Wall time of `flops` at `rate` FLOP/s, plus the MIN_MINUTES floor, times `attempt`."""
-    return int(math.ceil((MIN_MINUTES + flops / rate / 60) * attempt))
+def minutes(seconds: float, attempt: int) -> int:
+    """The wall time a job asks for: its estimated `seconds`, plus the MIN_MINUTES floor, times `attempt`."""
+    return int(math.ceil((MIN_MINUTES + seconds / 60) * attempt))
 
 
 # ----------------------------------------------------------------- extract
@@ -58,10 +63,14 @@ def extract_mem_mb(model: Mapping, extraction: Mapping, attempt: int) -> int:
                                                              extraction["max_length"], 3)) * attempt)
 
 
-def extract_runtime(model: Mapping, rows: int, extraction: Mapping, attempt: int) -> int:
+def extract_seconds(model: Mapping, rows: int, extraction: Mapping) -> float:
     """A forward pass (2 FLOPs per parameter per token) over `rows` rows of max_length tokens."""
     tokens = rows * extraction["max_length"]
-    return minutes(2 * model["n_parameters"] * tokens, MODEL_FLOPS, attempt)
+    return 2 * model["n_parameters"] * tokens / MODEL_FLOPS
+
+
+def extract_runtime(model: Mapping, rows: int, extraction: Mapping, attempt: int) -> int:
+    return minutes(extract_seconds(model, rows, extraction), attempt)
 
 
 # ----------------------------------------------------------------- finetune
@@ -71,11 +80,15 @@ def finetune_mem_mb(base: Mapping, spec: Mapping, attempt: int) -> int:
                * attempt)
 
 
-def finetune_runtime(base: Mapping, spec: Mapping, n_train: int, n_validation: int, attempt: int) -> int:
+def finetune_seconds(base: Mapping, spec: Mapping, n_train: int, n_validation: int) -> float:
     """Training steps (6 FLOPs per parameter per token) and an evaluation pass over validation."""
     tokens = training_steps(spec, n_train) * spec["batch_size"] * spec["max_length"]
     evaluation = n_validation * spec["max_length"]
-    return minutes(base["n_parameters"] * (6 * tokens + 2 * evaluation), MODEL_FLOPS, attempt)
+    return base["n_parameters"] * (6 * tokens + 2 * evaluation) / MODEL_FLOPS
+
+
+def finetune_runtime(base: Mapping, spec: Mapping, n_train: int, n_validation: int, attempt: int) -> int:
+    return minutes(finetune_seconds(base, spec, n_train, n_validation), attempt)
 
 
 # ----------------------------------------------------------------- pretrain
@@ -104,12 +117,16 @@ def pretrain_mem_mb(model: Mapping, spec: Mapping, attempt: int) -> int:
                * attempt)
 
 
-def pretrain_runtime(model: Mapping, spec: Mapping, n_validation: int, attempt: int) -> int:
+def pretrain_seconds(model: Mapping, spec: Mapping, n_validation: int) -> float:
     """Training steps of batch_size blocks of context tokens (6 FLOPs per parameter per token) and an evaluation
     pass over the validation split (its rows at most context tokens each: an upper bound)."""
     tokens = spec["steps"] * spec["batch_size"] * spec["context"]
     evaluation = n_validation * spec["context"]
-    return minutes(model["n_parameters"] * (6 * tokens + 2 * evaluation), MODEL_FLOPS, attempt)
+    return model["n_parameters"] * (6 * tokens + 2 * evaluation) / MODEL_FLOPS
+
+
+def pretrain_runtime(model: Mapping, spec: Mapping, n_validation: int, attempt: int) -> int:
+    return minutes(pretrain_seconds(model, spec, n_validation), attempt)
 
 
 # ----------------------------------------------------------------- truncation and skip
@@ -123,16 +140,24 @@ def evaluation_mem_mb(model: Mapping, rows: int, head_train: int, max_length: in
                * attempt)
 
 
-def truncation_runtime(model: Mapping, rows: int, head_train: int, max_length: int, attempt: int) -> int:
+def truncation_seconds(model: Mapping, rows: int, head_train: int, max_length: int) -> float:
     """Forward passes over the evaluation rows; with heads, also TUNED and TUNEDORIG features."""
     passes = rows + 2 * (rows + head_train) if head_train else rows
-    return minutes(2 * model["n_parameters"] * passes * max_length, MODEL_FLOPS, attempt)
+    return 2 * model["n_parameters"] * passes * max_length / MODEL_FLOPS
+
+
+def truncation_runtime(model: Mapping, rows: int, head_train: int, max_length: int, attempt: int) -> int:
+    return minutes(truncation_seconds(model, rows, head_train, max_length), attempt)
+
+
+def skip_seconds(model: Mapping, rows: int, max_length: int) -> float:
+    """A forward pass over the evaluation rows per skipped span of blocks (and one with none skipped)."""
+    spans = 1 + model["n_layers"] * (model["n_layers"] + 1) // 2
+    return 2 * model["n_parameters"] * rows * spans * max_length / MODEL_FLOPS
 
 
 def skip_runtime(model: Mapping, rows: int, max_length: int, attempt: int) -> int:
-    """A forward pass over the evaluation rows per skipped span of blocks (and one with none skipped)."""
-    spans = 1 + model["n_layers"] * (model["n_layers"] + 1) // 2
-    return minutes(2 * model["n_parameters"] * rows * spans * max_length, MODEL_FLOPS, attempt)
+    return minutes(skip_seconds(model, rows, max_length), attempt)
 
 
 # ----------------------------------------------------------------- compare
@@ -143,20 +168,45 @@ def pair_sizes(a: Mapping, b: Mapping, split: str) -> tuple[int, int, list[int]]
     return max(a["n_examples"], b["n_examples"]), compared, widths
 
 
-def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int) -> int:
-    """Both models' pooled rows in float64 (a few copies) and a few Gram matrices."""
+def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int, gram_budget_gb: float = 0.0) -> int:
+    """Both models' pooled rows in float64 (a few copies) and a few n x n matrices of the compared rows; a
+    measure built on n x n matrices (Gram-form CKA, mutual k-NN) may fill similarity.max_memory_gb
+    (`gram_budget_gb`, 0 when none is configured)."""
     rows, compared, widths = pair_sizes(a, b, split)
-    return int((2000 + 3 * 8 * rows * sum(widths) / 1e6 + 4 * 8 * compared ** 2 / 1e6) * attempt)
+    # what they may fill: the budget, or less where every layer's Grams (and a working copy each) fit in it
+    every_layer = 2 * 8 * compared ** 2 * (a["n_layers"] + b["n_layers"] + 2) / 1e6
+    grams = max(4 * 8 * compared ** 2 / 1e6, min(gram_budget_gb * 1073.7, every_layer))
+    return int((2000 + 3 * 8 * rows * sum(widths) / 1e6 + grams) * attempt)
+
+
+# one evaluation of a measure for every layer pair, relative to linear CKA's 2·n·Wa·Wb flops (Wa, Wb: summed layer
+# widths): measured per measure by benchmarks/pair_job.py, one core, two 13-layer 768-wide models at 10,000 rows
+# (README, Benchmarks). The CCA family works on each layer's SVD, not on every layer pair's product; RBF CKA on
+# n x n Grams, so its weight grows with n / width (4 at 10,000 rows). Other measures: 1
+MEASURE_COST = {"svcca": 0.07, "pwcca": 0.09, "neuronsim": 0.9, "mutual_knn": 0.17, "procrustes": 1.2}
+RBF_CKA_COST = 4.0
+
+
+def measure_cost(spec: Mapping) -> float:
+    """A measure's MEASURE_COST (the `measure` and `params` of its config entry)."""
+    if spec.get("measure") == "cka" and (spec.get("params") or {}).get("kernel") == "rbf":
+        return RBF_CKA_COST
+    return MEASURE_COST.get(spec.get("measure"), 1.0)
+
+
+def compare_seconds(a: Mapping, b: Mapping, split: str, measures: Mapping[str, Mapping],
+                    flops: float = CORE_FLOPS) -> float:
+    """Every measure for every layer pair of the compared rows; each permutation of its null recomputes it,
+    and each half-sample replicate does on half the rows (benchmarks/pair_job.py: nulls and intervals of the
+    measures that need them are recomputations), each at its measure_cost."""
+    _, compared, widths = pair_sizes(a, b, split)
+    cost = sum(measure_cost(spec) * (1 + (spec.get("null_permutations") or 0) + (spec.get("resamples") or 0) / 2)
+               for spec in measures.values())
+    return 2 * compared * widths[0] * widths[1] * cost / flops
 
 
 def compare_runtime(a: Mapping, b: Mapping, split: str, measures: Mapping[str, Mapping], attempt: int) -> int:
-    """Every measure for every layer pair of the compared rows (a null costs about a tenth of a
-    measure per permutation, a half-sample replicate about a twentieth)."""
-    _, compared, widths = pair_sizes(a, b, split)
-    cost = sum(1 + (spec.get("null_permutations") or 0) / 10 + (spec.get("resamples") or 0) / 20
-               for spec in measures.values())
-    flops = 2 * compared * widths[0] * widths[1] * cost
-    return minutes(flops, CORE_FLOPS, attempt)
+    return minutes(compare_seconds(a, b, split, measures), attempt)
 
 
 # ----------------------------------------------------------------- align
@@ -175,7 +225,7 @@ def align_mem_mb(a: Mapping, b: Mapping | None, split: str, attempt: int) -> int
     return compare_mem_mb(a, b, split, attempt)
 
 
-def align_runtime(a: Mapping, b: Mapping | None, align: Mapping, attempt: int) -> int:
+def align_seconds(a: Mapping, b: Mapping | None, align: Mapping) -> float:
     """Every aligner fit on every aligned layer pair, a dense network's cost per pass (both
     directions). `b` None (SYNTHETIC): synthetic recovery, one fit per map seed and layer of `a`."""
     if b is SYNTHETIC:
@@ -189,7 +239,11 @@ def align_runtime(a: Mapping, b: Mapping | None, align: Mapping, attempt: int) -
     rows = max(s["n_examples"] for s in stores)
     width = sum(s["hidden_size"] for s in stores)
     flops = 2 * 6 * rows * width ** 2 * layer_pairs * aligner_passes(align)
-    return minutes(flops, MODEL_FLOPS, attempt)
+    return flops / MODEL_FLOPS
+
+
+def align_runtime(a: Mapping, b: Mapping | None, align: Mapping, attempt: int) -> int:
+    return minutes(align_seconds(a, b, align), attempt)
 
 
 # ----------------------------------------------------------------- stitching
@@ -200,10 +254,40 @@ def stitch_mem_mb(bottom: Mapping, top: Mapping, batch_size: int, length: int, a
                 + activations_mb(top, batch_size, length, 12)) * attempt)
 
 
-def stitch_runtime(bottom: Mapping, top: Mapping, maps: int, steps: int, batch_size: int, length: int,
-                   evaluation_rows: int, attempt: int) -> int:
+def stitch_seconds(bottom: Mapping, top: Mapping, maps: int, steps: int, batch_size: int, length: int,
+                   evaluation_rows: int) -> float:
     """Each training step: the bottom model's forward pass, then forward and backward through the top model
     (at most all of it) per map; the evaluation: the same forward passes over the evaluation rows."""
     train = steps * batch_size * length * (2 * bottom["n_parameters"] + maps * 6 * top["n_parameters"])
     evaluation = evaluation_rows * length * 2 * (bottom["n_parameters"] + (maps + 1) * top["n_parameters"])
-    return minutes(train + evaluation, MODEL_FLOPS, attempt)
+    return (train + evaluation) / MODEL_FLOPS
+
+
+def stitch_runtime(bottom: Mapping, top: Mapping, maps: int, steps: int, batch_size: int, length: int,
+                   evaluation_rows: int, attempt: int) -> int:
+    return minutes(stitch_seconds(bottom, top, maps, steps, batch_size, length, evaluation_rows), attempt)
+
+
+# ----------------------------------------------------------------- token-level CKA
+def token_tokens(a: Mapping, b: Mapping, split: str, max_length: int, max_tokens: int | None) -> int:
+    """Tokens a token-level job reads: at most max_length per compared row (an upper bound: the stores'
+    attributes do not count tokens), at most max_tokens."""
+    rows = min(a["split_sizes"].get(split, 0), b["split_sizes"].get(split, 0))
+    return min(rows * max_length, max_tokens or rows * max_length)
+
+
+def token_cka_mem_mb(a: Mapping, b: Mapping, batch_size: int, shifts: int, attempt: int) -> int:
+    """One batch's Gram terms (L, m, m) in float64 for A, B and a shifted B, with working copies (about 5 in
+    all), the zarr chunks each reader keeps (64 MB; 2 + shifts readers), and 2 GB for the rest."""
+    layers = max(s["n_layers"] + 1 for s in (a, b))
+    grams = 5 * layers * batch_size ** 2 * 8 / 1e6
+    return int((2000 + grams + (2 + shifts) * 67) * attempt)
+
+
+def token_cka_seconds(a: Mapping, b: Mapping, tokens: int, batch_size: int, shifts: int) -> float:
+    """Per batch of m tokens: every layer's Gram matrix on both sides (2·m²·d each), then the unbiased HSIC
+    of every layer pair for B as it is and for each shift (2·m² each)."""
+    depths = [s["n_layers"] + 1 for s in (a, b)]
+    grams = sum(depth * 2 * batch_size ** 2 * s["hidden_size"] for depth, s in zip(depths, (a, b)))
+    pairs = depths[0] * depths[1] * 2 * batch_size ** 2 * (1 + shifts)
+    return tokens / batch_size * (grams + pairs) / CORE_FLOPS

@@ -6,19 +6,32 @@ side is X, b->a), split, n, params (JSON), value, n_permutations, null_mean, nul
 null_p (the permutation null: the chance level and p), ci_low, ci_high, n_resamples (the
 half-sample interval, reprsim.resampling), beyond_chance (the interval excludes null_mean on
 the side of agreement), warning ("" or why the value is unreliable at this n), meta (JSON).
+
+Device and memory (similarity.device, similarity.max_memory_gb): both layer stacks are converted to
+float64 on the job's device once, and every measure, null and interval runs there; the measures' n×n
+work stays within the memory budget (reprsim.metrics.memory), which changes how they compute, not what.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
-from reprsim.io.store import constant_layers, open_store, pooled_rows, split_examples, word_rows
-from reprsim.metrics import MEASURES, directed_null, directed_replicates
+from reprsim.io.device import describe, resolve_device, slurm_allocated_no_gpu
+from reprsim.io.store import (
+    constant_layers,
+    open_store,
+    pooled_rows,
+    split_examples,
+    word_rows,
+)
+from reprsim.metrics import MEASURES, directed_null, directed_replicates, memory
 from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
 
 
@@ -56,15 +69,40 @@ def word_matrices(store_a, store_b, split: str, max_words: int | None, seed: int
     return X[:, reached], Y[:, reached], meta
 
 
-def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, constant_x: np.ndarray,
-                  constant_y: np.ndarray, statistics: dict, replicates: list) -> list[dict]:
+def pair_device(requested: str) -> torch.device:
+    """The torch device of a pair job for similarity.device (cpu | auto | cuda; reprsim.io.device).
+
+    In a SLURM job allocated no GPU, `cuda` is an error that says how to route pair jobs to a GPU:
+    torch may still see a node's GPUs there, but they belong to other jobs."""
+    if requested == "cuda" and slurm_allocated_no_gpu():
+        raise RuntimeError("similarity.device is cuda but SLURM allocated this pair job no GPU; with "
+                           "profiles/slurm set REPRSIM_SLURM_PAIRS_ON_GPU=1, which routes compare_pair to the "
+                           "GPU partition with one GPU")
+    return resolve_device(requested)
+
+
+def on_device(stack, device: torch.device) -> torch.Tensor:
+    """A layer stack (layers, n, d) as float64 on `device`, converted once (on a GPU: there, so only the
+    stored dtype crosses the bus). A tensor already so is returned as it is."""
+    tensor = stack if isinstance(stack, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(stack))
+    return tensor.to(device).to(torch.float64)
+
+
+def _kept(stack, kept: np.ndarray):
+    """The layers `kept` of a stack; the stack itself (no copy) when every layer is kept."""
+    return stack if len(kept) == len(stack) else stack[kept]
+
+
+def _measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constant_y: np.ndarray,
+                  statistics: dict, replicates: list, stored_dtype: str | None = None) -> list[dict]:
     """Rows for one configured measure: every layer pair, in both directions when it is asymmetric.
 
     Every value comes with its permutation null and its half-sample interval (`statistics`:
     the job's null and interval settings and its shared row subsets). A layer whose rows are all
     one vector (`constant_x`/`constant_y`, from :func:`constant_layers`) is left out of the
     computation; its pairs get NaN with the reason in `meta`. The replicates are appended, long,
-    to `replicates`.
+    to `replicates`. Xs and Ys are arrays or tensors (layers, n, d): the measures run on their
+    device; `stored_dtype` is the dtype the meta records when they were converted from it.
     """
     name, params = spec["measure"], spec.get("params", {})
     kind, symmetric = MEASURES[name][1], MEASURES[name][2]
@@ -79,12 +117,14 @@ def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, consta
     kept_x, kept_y = np.flatnonzero(~constant_x), np.flatnonzero(~constant_y)
     if len(kept_x) and len(kept_y):
         kept = (slice(None), kept_x[:, None], kept_y[None, :])
-        result = directed_null(name, Xs[kept_x], Ys[kept_y], n_permutations=permutations,
+        Xk, Yk = _kept(Xs, kept_x), _kept(Ys, kept_y)
+        result = directed_null(name, Xk, Yk, n_permutations=permutations,
                                seed=int(statistics["chance"]["seed"]), **params)
         arrays["value"][kept] = result.values
         for key, values in result.statistics.items():
             arrays[key][kept] = values
-        kept_draws, route = directed_replicates(name, Xs[kept_x], Ys[kept_y], indices, **params)
+        kept_draws, route = directed_replicates(name, Xk, Yk, indices, **params)
+        del Xk, Yk
         draws[(slice(None), *kept)] = kept_draws
         arrays["low"][kept], arrays["high"][kept] = interval(result.values, kept_draws, n, m,
                                                              statistics["intervals"]["confidence"])
@@ -93,6 +133,8 @@ def _measure_rows(label: str, spec: dict, Xs: np.ndarray, Ys: np.ndarray, consta
         for d, meta in enumerate(result.metas):
             per_pair = {(kept_x[i], kept_y[j]): v for (i, j), v in meta.get("per_pair", {}).items()}
             shared = {k: v for k, v in meta.items() if k != "per_pair" and not isinstance(v, np.ndarray)}
+            if stored_dtype is not None:
+                shared["dtype"] = stored_dtype
             metas[d] = {"shared": {**shared, "interval": described}, "per_pair": per_pair}
     rows = []
     for (d, i, j), value in np.ndenumerate(arrays["value"]):
@@ -128,6 +170,8 @@ def compare_pair(
     chance: dict | None = None,
     intervals: dict | None = None,
     words: dict | None = None,
+    device: str = "cpu",
+    max_memory_gb: float | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every configured measure for all layer pairs (asymmetric ones in both directions), with
     its permutation null and half-sample interval; and the long table of the replicates.
@@ -140,6 +184,10 @@ def compare_pair(
 
     `representation` "word" compares word rows (:func:`word_matrices`; `words` is similarity.word:
     {max_words, seed}); every row's meta then says which words.
+
+    `device` is similarity.device (:func:`pair_device`): the layer stacks are converted to float64
+    there once. `max_memory_gb` is similarity.max_memory_gb, the measures' working-memory budget
+    beyond the stacks (reprsim.metrics.memory; None: its default).
     """
     chance = {"permutations": 100, "seed": 0, **(chance or {})}
     intervals = {"resamples": 100, "confidence": 0.95, "seed": 0, **(intervals or {})}
@@ -155,18 +203,33 @@ def compare_pair(
     else:
         Xs, Ys = pooled_rows(store_a, representation, split), pooled_rows(store_b, representation, split)
     constant_a, constant_b = constant_layers(Xs), constant_layers(Ys)
+    target = pair_device(device)
+    if target.type == "cpu" and "SLURM_JOB_ID" in os.environ and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        print(f"note: SLURM allocated this job a GPU, but similarity.device is {device!r}: it computes on the CPU",
+              flush=True)
+    stored_dtype = str(Xs.dtype)
+    Xs, Ys = on_device(Xs, target), on_device(Ys, target)  # the stored arrays are freed
     most = max([int(intervals["resamples"])] + [int(spec.get("resamples") or 0) for spec in measures.values()])
     statistics = {"chance": chance, "intervals": intervals,
                   "indices": half_samples(Xs.shape[1], most, int(intervals["seed"]))}
     rows, replicates = [], []
-    for label, spec in measures.items():
-        started = time.perf_counter()
-        try:
-            rows += _measure_rows(label, spec, Xs, Ys, constant_a, constant_b, statistics, replicates)
-        except ValueError as error:
-            raise ValueError(f"measure {label!r} ({spec['measure']}) on {model_a} vs {model_b}: {error}") from error
-        print(f"{model_a} vs {model_b}, {label}: values, null and interval in {time.perf_counter() - started:.1f} s",
-              flush=True)
+    with memory.budget(max_memory_gb) as budget:
+        print(f"{model_a} vs {model_b}: {Xs.shape[1]} rows, {len(Xs)} x {len(Ys)} layers, on {describe(target)}; "
+              f"measures' working memory up to {budget / memory.GIB:g} GiB beyond the stacks "
+              f"({(Xs.numel() + Ys.numel()) * 8 / memory.GIB:.2f} GiB)", flush=True)
+        for label, spec in measures.items():
+            started = time.perf_counter()
+            if target.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(target)
+            try:
+                rows += _measure_rows(label, spec, Xs, Ys, constant_a, constant_b, statistics, replicates,
+                                      stored_dtype)
+            except ValueError as error:
+                raise ValueError(f"measure {label!r} ({spec['measure']}) on {model_a} vs {model_b}: {error}") from error
+            peak = (f"; peak {torch.cuda.max_memory_allocated(target) / memory.GIB:.2f} GiB on the GPU"
+                    if target.type == "cuda" else "")
+            print(f"{model_a} vs {model_b}, {label}: values, null and interval in "
+                  f"{time.perf_counter() - started:.1f} s{peak}", flush=True)
     table = pd.DataFrame(rows).assign(split=split, n=Xs.shape[1])
     if word_meta is not None:
         table["meta"] = [json.dumps({**json.loads(m), "words": word_meta}, sort_keys=True) for m in table["meta"]]

@@ -242,6 +242,12 @@ def load_local(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[str
     return frames, origins
 
 
+def local_split_rows(name: str, spec: dict) -> dict[str, int]:
+    """Rows per split of a local dataset's files, read as prepare_dataset reads them (for `reprsim plan`)."""
+    frames, _ = load_local(dict(spec), name)
+    return {split: len(frame) for split, frame in frames.items()}
+
+
 # --------------------------------------------------------------------------- sample
 # Small samples of real datasets shipped as package data (samples/README.md says where
 # each comes from and how it was drawn): name -> (label names in class-index order).

@@ -28,12 +28,23 @@ The store is written under a temporary name and renamed into place when
 complete, so an interrupted job never leaves a store that looks finished. Every chunk
 carries a CRC32C and attrs["checksums"] the sha256 of every array (:mod:`reprsim.io.store`);
 attrs["truncated"] counts, per split, the examples longer than max_length tokens.
+
+Speed (the forward passes' rate): examples run in batches sorted by token length within windows of
+extraction.sort_window consecutive examples (reprsim.stages.extract.batching), so batches carry little
+padding; a background thread (reprsim.stages.extract.writer) puts each window's outputs back in example
+order, casts them to the storage dtype and makes the chunk-aligned Zarr writes while the next batches
+run. The store is the one unsorted batching gives, up to float rounding (padding changes the order of
+sums only). On CUDA the outputs reach the host by non-blocking copies into pinned memory, which the
+writer reads after their CUDA event; extraction.autocast runs the forward passes in bfloat16/float16
+(CUDA only). attrs["batching"] records the windows, autocast and the padding computed versus unsorted
+batching; attrs["timing"] how long the writer was busy and the forward passes waited for it.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +58,15 @@ from reprsim.io.device import describe
 from reprsim.io.logs import progress
 from reprsim.io.outputs import atomic_directory
 from reprsim.io.provenance import versions
-from reprsim.io.store import CHECKSUMS, COMPRESSORS, array_checksums
+from reprsim.io.store import ACTIVATION_ARRAY, CHECKSUMS, COMPRESSORS, array_checksums
 from reprsim.nets.loading import load_encoder, load_tokenizer, n_layers
+from reprsim.stages.extract.batching import (
+    batch_inputs,
+    padding_summary,
+    plan_windows,
+    sorting,
+)
+from reprsim.stages.extract.writer import BackgroundWriter
 from reprsim.words import aggregate_attention, aggregate_hidden, token_words
 
 POOLINGS = ("mean", "cls", "last")
@@ -60,38 +78,45 @@ class TruncationWarning(UserWarning):
 
 
 class _BlockWriter:
-    """Buffer rows along `axis` (examples, tokens or words: 1; flattened attention maps: 2) and write
-    them in chunk-aligned blocks (no partial-chunk rewrites)."""
+    """Write rows along `axis` (examples, tokens or words: 1; flattened attention maps: 2) in chunk-aligned
+    blocks (no partial-chunk rewrites). Whole blocks of what is appended are written at once; only the
+    remainder (less than a block) is kept, as a copy, so the caller may reuse the array it appended."""
 
     def __init__(self, array: zarr.Array, block: int, axis: int = 1):
         self.array, self.block, self.axis, self.position = array, block, axis, 0
         self.buffer: list[np.ndarray] = []
         self.buffered = 0
 
-    def append(self, rows: np.ndarray) -> None:
-        self.buffer.append(rows)
-        self.buffered += rows.shape[self.axis]
-        if self.buffered >= self.block:
-            self._flush(final=False)
-
     def _along(self, start: int, stop: int | None) -> tuple:
         return (slice(None),) * self.axis + (slice(start, stop),)
 
-    def _flush(self, final: bool) -> None:
-        if not self.buffer:
-            return
-        data = np.concatenate(self.buffer, axis=self.axis)
+    def _write(self, data: np.ndarray) -> None:
         size = data.shape[self.axis]
-        full = size if final else (size // self.block) * self.block
+        self.array[self._along(self.position, self.position + size)] = data
+        self.position += size
+
+    def append(self, rows: np.ndarray) -> None:
+        size = rows.shape[self.axis]
+        if self.buffered + size < self.block:
+            self.buffer.append(np.array(rows, copy=True))
+            self.buffered += size
+            return
+        used = 0
+        if self.buffer:  # complete the partial block first
+            used = self.block - self.buffered
+            self._write(np.concatenate([*self.buffer, rows[self._along(0, used)]], axis=self.axis))
+            self.buffer, self.buffered = [], 0
+        full = (size - used) // self.block * self.block
         if full:
-            self.array[self._along(self.position, self.position + full)] = data[self._along(0, full)]
-            self.position += full
-        rest = data[self._along(full, None)]
-        self.buffer = [rest] if rest.shape[self.axis] else []
-        self.buffered = rest.shape[self.axis]
+            self._write(rows[self._along(used, used + full)])
+        if size - used - full:
+            self.buffer = [np.array(rows[self._along(used + full, None)], copy=True)]
+            self.buffered = size - used - full
 
     def close(self) -> None:
-        self._flush(final=True)
+        if self.buffer:
+            self._write(self.buffer[0] if len(self.buffer) == 1 else np.concatenate(self.buffer, axis=self.axis))
+            self.buffer, self.buffered = [], 0
         if self.position != self.array.shape[self.axis]:
             raise RuntimeError(f"wrote {self.position} rows into an array of {self.array.shape[self.axis]}")
 
@@ -139,17 +164,21 @@ def truncated_per_split(tokenizer, examples: pd.DataFrame, splits: list[str], ma
     return {split: int(cut[examples["split"].to_numpy() == code].sum()) for code, split in enumerate(splits)}
 
 
-def pool(hidden: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Pooled views of hidden states (layers, batch, tokens, d) under attention mask (batch, tokens)."""
-    weights = mask.to(hidden.dtype)[None, :, :, None]
+def pool(hidden, mask: torch.Tensor, names=POOLINGS) -> dict[str, torch.Tensor]:
+    """Pooled views (layers, batch, d), float32, of hidden states under attention mask (batch, tokens),
+    right-padded: `hidden` is one (batch, tokens, d) tensor per layer (model output's hidden_states), or
+    them stacked. Per layer, without stacking the layers: the mean is one batched matrix product."""
     lengths = mask.sum(dim=1)
-    last = lengths - 1
-    batch = torch.arange(hidden.shape[1], device=hidden.device)
-    return {
-        "mean": (hidden * weights).sum(dim=2) / lengths.to(hidden.dtype)[None, :, None],
-        "cls": hidden[:, :, 0],
-        "last": hidden[:, batch, last],
-    }
+    views = {}
+    if "mean" in names:
+        weights = (mask.to(torch.float32) / lengths.to(torch.float32)[:, None])[:, None, :]  # (batch, 1, tokens)
+        views["mean"] = torch.stack([torch.bmm(weights, h.float())[:, 0] for h in hidden])
+    if "cls" in names:
+        views["cls"] = torch.stack([h[:, 0].float() for h in hidden])
+    if "last" in names:
+        batch = torch.arange(mask.shape[0], device=mask.device)
+        views["last"] = torch.stack([h[batch, lengths - 1].float() for h in hidden])
+    return views
 
 
 def extract_activations(
@@ -171,25 +200,46 @@ def extract_activations(
     attention: bool = False,
     attention_dtype: str = "float16",
     attention_max_gb: float = 4.0,
+    sort_window: int | None = 1024,
+    sort_window_mb: float = 512.0,
+    autocast: str | None = None,
     device: torch.device = torch.device("cpu"),
     provenance: dict[str, Any] | None = None,
+    background_writer: bool | None = None,
 ) -> dict[str, Any]:
     """Run the encoder over the dataset and write hidden states of every layer to `out_path`; for the
-    examples of `detail_splits`, also word-level hidden states and (with `attention`) attention maps."""
+    examples of `detail_splits`, also word-level hidden states and (with `attention`) attention maps.
+
+    Examples run in batches sorted by token length within windows of `sort_window` consecutive examples
+    (capped at `sort_window_mb` of outputs; batching.plan_windows), and are written back in example
+    order. `background_writer`: the writes run on a background thread while the next batches run
+    (True), or in the main thread between batches (False); None: a thread on CUDA, where the host is
+    otherwise idle while the GPU computes, the main thread on a CPU, where torch's threads already use
+    the job's cores and a writer thread only contends with them (measured: README, Extraction speed).
+    `autocast` (bfloat16, float16) runs the forward passes under CUDA autocast; asked for on another
+    device, it is refused: the numbers would silently differ from a full-precision run's."""
     for name, value, allowed in (("dtype", dtype, STORAGE_DTYPES), ("attention_dtype", attention_dtype, STORAGE_DTYPES)):
         if value not in allowed:
             raise ValueError(f"storage {name} must be one of {allowed}; got {value!r}")
     unknown = sorted(set(poolings) - set(POOLINGS))
     if unknown:
         raise ValueError(f"unknown pooling(s) {unknown}; allowed: {', '.join(POOLINGS)}")
+    check_autocast(autocast, device)
+    if sort_window is not None and sort_window < 1 or not sort_window_mb > 0:
+        raise ValueError(f"extraction.sort_window must be null or at least 1 (got {sort_window}) and "
+                         f"extraction.sort_window_mb positive (got {sort_window_mb})")
     detail_splits = list(detail_splits or [])
     if sorted(set(detail_splits) - set(splits)):
         raise ValueError(f"detail split(s) {sorted(set(detail_splits) - set(splits))} are not extracted "
                          f"(extraction.splits = {splits}); add them there or drop them from extraction.detail_splits")
+    if background_writer is None:
+        background_writer = device.type == "cuda"
     out_path = Path(out_path)
     tokenizer = load_tokenizer(model_dir)
     model = load_encoder(model_dir, device, attention=attention and bool(detail_splits))
     max_positions = getattr(model.config, "max_position_embeddings", None) or max_length
+    if max_positions <= 0:  # XLNet's -1: relative positions, no length limit
+        max_positions = max_length
     max_length = min(max_length, max_positions)
     examples = collect_examples(dataset_dir, splits, max_examples)
     ids, word_ids = tokenize(tokenizer, examples, max_length)
@@ -204,18 +254,36 @@ def extract_activations(
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     detail = _plan_detail(model, tokenizer, examples, splits, detail_splits, lengths, word_pooling,
                           attention, attention_dtype, attention_max_gb, f"{model_dir} on {dataset_dir}")
+    layers, width = n_layers(model.config) + 1, int(model.config.hidden_size)
+    held = window_bytes(lengths, layers, width, dtype, len(poolings), tokens, detail)
+    windows = plan_windows(lengths, batch_size, sort_window, held, sort_window_mb * 1e6)
+    schedule = {
+        "sort_window": int(sort_window) if sorting(sort_window, batch_size) else None,
+        "sort_window_mb": float(sort_window_mb),
+        "windows": len(windows),
+        "window_mb_max": round(max(float(held[w.start:w.stop].sum()) for w in windows) / 1e6, 3),
+        "padding": padding_summary(lengths, windows, batch_size),
+        "autocast": autocast,
+        "pinned_memory": device.type == "cuda",
+        "writer": "background thread" if background_writer else "main thread",
+    }
 
     with atomic_directory(out_path) as tmp:
-        attrs = _write_store(tmp, model, tokenizer, examples, ids, word_ids, offsets, device=device, dtype=dtype,
-                             poolings=poolings, tokens=tokens, batch_size=batch_size, chunk_rows=chunk_rows,
-                             chunk_tokens=chunk_tokens, detail=detail, desc=f"extract {out_path.stem}")
+        attrs = _write_store(tmp, model, examples, ids, word_ids, offsets, windows, device=device, dtype=dtype,
+                             poolings=poolings, tokens=tokens, chunk_rows=chunk_rows, chunk_tokens=chunk_tokens,
+                             detail=detail, autocast=autocast, background_writer=background_writer,
+                             pad_id=int(tokenizer.pad_token_id), desc=f"extract {out_path.stem}")
+        hashing = time.perf_counter()
+        checksums = array_checksums(tmp)  # the arrays are complete: nothing writes them after this
+        attrs["timing"]["checksum_seconds"] = round(time.perf_counter() - hashing, 3)
         attrs.update({
-            CHECKSUMS: array_checksums(tmp),  # the arrays are complete: nothing writes them after this
+            CHECKSUMS: checksums,
             "truncated": truncated,
             "split_names": list(splits),
             "split_sizes": split_sizes,
             "max_length": int(max_length),
             "batch_size": int(batch_size),
+            "batching": schedule,
             "tokenizer": type(tokenizer).__name__,
             "device": describe(device),
             "versions": versions(),
@@ -223,6 +291,35 @@ def extract_activations(
         })
         zarr.open_group(tmp, mode="r+").attrs.update(attrs)
     return attrs
+
+
+AUTOCAST = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def check_autocast(autocast: str | None, device: torch.device) -> None:
+    """Autocast is CUDA's only: on a CPU, bfloat16 matmuls are often slower than float32 and the numbers
+    would differ from a full-precision run's without anyone having chosen so (device: auto falls back to
+    the CPU where no GPU is found); refused, naming the key."""
+    if autocast not in AUTOCAST:
+        raise ValueError(f"extraction.autocast must be null, bfloat16 or float16; got {autocast!r}")
+    if autocast is not None and device.type != "cuda":
+        raise ValueError(f"extraction.autocast: {autocast} runs the forward passes in reduced precision on a CUDA "
+                         f"device, but this job runs on {describe(device)}; set extraction.autocast: null for "
+                         "full precision here (or run the job where device resolves to cuda)")
+
+
+def window_bytes(lengths: np.ndarray, layers: int, width: int, dtype: str, n_poolings: int, tokens: bool,
+                 detail: _Detail | None) -> np.ndarray:
+    """Bytes each example's outputs take in the writer's window buffers (storage dtypes): its token rows,
+    pooled rows, and the detail examples' word rows and attention maps."""
+    rows = n_poolings + (lengths if tokens else np.zeros_like(lengths))
+    if detail is not None:
+        rows = rows + detail.n_words
+    held = (rows * layers * width * np.dtype(dtype).itemsize).astype(np.float64)
+    if detail is not None and detail.heads is not None:
+        entries = (np.diff(detail.map_offsets) + np.diff(detail.word_map_offsets)) * (layers - 1) * detail.heads
+        held += entries * np.dtype(detail.attention_dtype).itemsize
+    return held
 
 
 class _Detail:
@@ -299,8 +396,102 @@ def _detail_rows(hidden: torch.Tensor, attentions, example: int, token_words: np
             word_maps.reshape(layers, heads, words * words).astype(detail.attention_dtype))
 
 
-def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_ids, offsets, *, device, dtype,
-                 poolings, tokens, batch_size, chunk_rows, chunk_tokens, detail, desc) -> dict[str, Any]:
+STORAGE = {"float16": torch.float16, "float32": torch.float32}
+HOST_DTYPES = (torch.float16, torch.float32, torch.float64)  # what numpy can view
+WRITER_QUEUE = 2  # batches waiting for the writer thread: bounds the memory the forward passes can run ahead by
+
+
+@dataclass
+class _Batch:
+    """One batch's outputs on the host, as the writer thread gets them: `hidden` (one (batch, tokens, d) array
+    per layer, padded; None without tokens) and `pooled` (name -> (layers, batch, d)) for the examples `rows`
+    (in batch order, `lengths` tokens each); `detail`: (example, its word rows and maps); on CUDA, `event`
+    completes when the non-blocking copies into the pinned arrays have landed (`keep`: their tensors)."""
+
+    rows: np.ndarray
+    lengths: np.ndarray
+    hidden: list[np.ndarray] | None
+    pooled: dict[str, np.ndarray]
+    detail: list[tuple[int, tuple]]
+    event: Any = None
+    keep: Any = None
+
+
+def _host_batch(rows, lengths, hidden, pooled, detail, tokens: bool, dtype: str, device) -> _Batch:
+    """Outputs to the host. On CUDA: cast to the storage dtype on the device, copied without blocking into
+    pinned memory, an event recorded after the copies. On the CPU: views of the tensors themselves; the
+    writer casts them as it copies them into its window."""
+    if device.type != "cuda":
+        arrays = [(h if h.dtype in HOST_DTYPES else h.float()).numpy() for h in hidden] if tokens else None
+        return _Batch(rows, lengths, arrays, {k: v.numpy() for k, v in pooled.items()}, detail, keep=hidden)
+    storage = STORAGE[dtype]
+    keep = {}
+    if tokens:
+        keep["hidden"] = torch.empty((len(hidden), *hidden[0].shape), dtype=storage, pin_memory=True)
+        for layer, values in zip(keep["hidden"], hidden):
+            layer.copy_(values.to(storage), non_blocking=True)
+    for name, values in pooled.items():
+        keep[name] = torch.empty(values.shape, dtype=storage, pin_memory=True)
+        keep[name].copy_(values.to(storage), non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return _Batch(rows, lengths, list(keep["hidden"].numpy()) if tokens else None,
+                  {name: keep[name].numpy() for name in pooled}, detail, event, keep)
+
+
+class _WindowSink:
+    """The writer's side (its background thread, or the main thread between batches). Holds one window's
+    outputs in the storage dtype (buffers sized for the largest window and reused), puts each batch's rows at
+    their examples' places, and hands the window, in example order, to the chunk-aligned writers, whose Zarr
+    writes compress the chunks."""
+
+    def __init__(self, pooled_writers: dict[str, _BlockWriter], token_writer: _BlockWriter | None,
+                 detail_writers: dict[str, _BlockWriter], offsets: np.ndarray, windows, layers: int, width: int,
+                 dtype: str):
+        self.pooled_writers, self.token_writer, self.detail_writers = pooled_writers, token_writer, detail_writers
+        self.offsets = offsets
+        most_examples = max(w.stop - w.start for w in windows)
+        most_tokens = max(int(offsets[w.stop] - offsets[w.start]) for w in windows)
+        self.pooled = {name: np.empty((layers, most_examples, width), dtype) for name in pooled_writers}
+        self.tokens = None if token_writer is None else np.empty((layers, most_tokens, width), dtype)
+        self.start = self.stop = 0
+        self.details: dict[int, tuple] = {}
+
+    def begin(self, start: int, stop: int) -> None:
+        self.start, self.stop, self.details = start, stop, {}
+
+    def batch(self, batch: _Batch) -> None:
+        if batch.event is not None:
+            batch.event.synchronize()  # the copies into pinned memory have landed
+        local = batch.rows - self.start
+        for name, values in batch.pooled.items():
+            self.pooled[name][:, local] = values
+        if self.tokens is not None:
+            places = list(zip((self.offsets[batch.rows] - self.offsets[self.start]).tolist(), batch.lengths.tolist()))
+            for window_layer, layer in zip(self.tokens, batch.hidden):
+                for row, (start, length) in enumerate(places):
+                    window_layer[start:start + length] = layer[row, :length]
+        self.details.update(batch.detail)
+
+    def end(self) -> None:
+        size = self.stop - self.start
+        for name, writer in self.pooled_writers.items():
+            writer.append(self.pooled[name][:, :size])
+        if self.token_writer is not None:
+            self.token_writer.append(self.tokens[:, :int(self.offsets[self.stop] - self.offsets[self.start])])
+        for example in range(self.start, self.stop):
+            for name, values in zip(("words", "maps", "word_maps"), self.details.pop(example, ())):
+                if values is not None:
+                    self.detail_writers[name].append(values)
+
+    def close(self) -> None:
+        for writer in (*self.pooled_writers.values(), *filter(None, [self.token_writer]), *self.detail_writers.values()):
+            writer.close()
+
+
+def _write_store(tmp: Path, model, examples: pd.DataFrame, ids, word_ids, offsets, windows, *, device, dtype,
+                 poolings, tokens, chunk_rows, chunk_tokens, detail, autocast, background_writer, pad_id,
+                 desc) -> dict[str, Any]:
     """Write arrays into the group at `tmp`; return the attrs describing what was written."""
     n, layers, width = len(ids), n_layers(model.config) + 1, int(model.config.hidden_size)
     root = zarr.open_group(tmp, mode="w")
@@ -308,18 +499,19 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
     writers = {
         name: _BlockWriter(
             pooled_group.create_array(name, shape=(layers, n, width), chunks=(1, min(chunk_rows, n), width),
-                                      dtype=dtype, compressors=COMPRESSORS),
+                                      dtype=dtype, **ACTIVATION_ARRAY),
             chunk_rows,
         )
         for name in poolings
     }
+    token_writer = None
     if tokens:
         token_group = root.create_group("tokens")
         n_tokens = int(offsets[-1])
         token_writer = _BlockWriter(
             token_group.create_array(
                 "hidden", shape=(layers, n_tokens, width), chunks=(1, min(chunk_tokens, n_tokens), width), dtype=dtype,
-                compressors=COMPRESSORS,
+                **ACTIVATION_ARRAY,
             ),
             chunk_tokens,
         )
@@ -337,45 +529,44 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
     for name, values in per_example.items():
         example_group.create_array(name, shape=(n,), chunks=(n,), dtype="int64", compressors=COMPRESSORS)[:] = values
     detail_writers = _detail_writers(root, detail, layers, n_layers(model.config), width, dtype, chunk_tokens)
+    sink = _WindowSink(writers, token_writer, detail_writers, offsets, windows, layers, width, dtype)
+    lengths = np.diff(offsets)
+    nonfinite = torch.zeros((), dtype=torch.bool, device=device)
 
     started = time.perf_counter()
     bar = progress(total=n, unit="ex", desc=desc)
-    with torch.inference_mode():
-        for start in range(0, n, batch_size):
-            batch_ids = ids[start:start + batch_size]
-            batch = tokenizer.pad({"input_ids": batch_ids}, padding=True, return_tensors="pt")
-            batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
-            rows = range(start, start + len(batch_ids))
-            chosen = [] if detail is None else [r for r in rows if detail.mask[r]]
-            maps_wanted = bool(chosen) and detail.heads is not None
-            output = model(**batch, output_hidden_states=True, output_attentions=maps_wanted)
-            hidden = torch.stack(output.hidden_states)  # (layers, batch, tokens, d)
-            mask = batch["attention_mask"]
-            for r in chosen:
-                keep = mask[r - start].bool()
-                maps = None
-                if maps_wanted:  # (layers, heads, t, t) over this example's own tokens
-                    maps = torch.stack([a[r - start][:, keep][:, :, keep] for a in output.attentions])
-                for name, values in zip(("words", "maps", "word_maps"),
-                                        _detail_rows(hidden[:, r - start, keep], maps, r, np.asarray(word_ids[r]),
-                                                     detail, dtype)):
-                    if values is not None:
-                        detail_writers[name].append(values)
-            for name, view in pool(hidden, mask).items():
-                if name in writers:
-                    writers[name].append(view.float().cpu().numpy().astype(dtype))
-            if tokens:
-                flat = hidden[:, mask.bool()]  # row-major over (batch, tokens): example order kept
-                token_writer.append(flat.float().cpu().numpy().astype(dtype))
-            bar.update(len(batch_ids))
+    with torch.inference_mode(), BackgroundWriter(WRITER_QUEUE, threaded=background_writer) as writer:
+        for window in windows:
+            writer.submit(sink.begin, window.start, window.stop)
+            for rows in window.batches:
+                inputs = batch_inputs(ids, rows, pad_id, device)
+                mask = inputs["attention_mask"]
+                chosen = [] if detail is None else [(p, int(r)) for p, r in enumerate(rows) if detail.mask[r]]
+                maps_wanted = bool(chosen) and detail.heads is not None
+                with torch.autocast(device.type, dtype=AUTOCAST[autocast], enabled=autocast is not None):
+                    output = model(**inputs, output_hidden_states=True, output_attentions=maps_wanted)
+                hidden = output.hidden_states  # one (batch, tokens, d) per layer
+                views = pool(hidden, mask, poolings if autocast is None else {*poolings, "mean"})
+                if autocast is not None:  # a NaN or inf in any token reaches its example's mean
+                    nonfinite |= ~torch.isfinite(views["mean"]).all()
+                rows_detail = []
+                for p, r in chosen:  # this example's own tokens (right padding: the first t)
+                    t = int(lengths[r])
+                    own = torch.stack([h[p, :t] for h in hidden])
+                    maps = torch.stack([a[p][:, :t, :t] for a in output.attentions]) if maps_wanted else None
+                    rows_detail.append((r, _detail_rows(own, maps, r, np.asarray(word_ids[r]), detail, dtype)))
+                views = {name: views[name] for name in poolings}
+                writer.submit(sink.batch, _host_batch(rows, lengths[rows], hidden, views, rows_detail, tokens, dtype,
+                                                      device))
+                del output, hidden, views
+                bar.update(len(rows))
+            writer.submit(sink.end)
+        writer.submit(sink.close)
     bar.close()
-    for writer in writers.values():
-        writer.close()
-    if tokens:
-        token_writer.close()
-    for writer in detail_writers.values():
-        writer.close()
-    seconds = time.perf_counter() - started
+    loop_seconds = time.perf_counter() - started
+    if bool(nonfinite):
+        raise FloatingPointError(f"hidden states that are NaN or infinite under extraction.autocast: {autocast}; "
+                                 "use bfloat16 (float16 overflows past 65504) or null")
     return {
         "layer_axis": "0 = embeddings, l = output of block l",
         "n_layers": layers - 1,
@@ -392,8 +583,11 @@ def _write_store(tmp: Path, model, tokenizer, examples: pd.DataFrame, ids, word_
         "attention": None if detail is None or detail.heads is None else {
             "layers": n_layers(model.config), "heads": detail.heads, "dtype": detail.attention_dtype,
             "splits": detail.splits, "layer_axis": "0 = block 1"},
-        "seconds": round(seconds, 3),
-        "examples_per_second": round(n / max(seconds, 1e-9), 2),
+        "seconds": round(loop_seconds, 3),
+        "examples_per_second": round(n / max(loop_seconds, 1e-9), 2),
+        "tokens_per_second": round(int(offsets[-1]) / max(loop_seconds, 1e-9), 1),
+        "timing": {"writer_busy_seconds": round(writer.busy, 3),  # un-permuting, casting, Zarr writes
+                   "forward_waited_seconds": round(writer.blocked, 3)},  # on the writer's full queue
     }
 
 
@@ -415,7 +609,8 @@ def _detail_writers(root: zarr.Group, detail: _Detail | None, layers: int, block
         chunks = list(shape)
         chunks[0] = 1
         chunks[axis] = max(1, min(chunk * (64 if key != "words" else 1), shape[axis]))
-        array = g.create_array(name, shape=shape, chunks=tuple(chunks), dtype=kind, compressors=COMPRESSORS)
+        settings = ACTIVATION_ARRAY if key == "words" else {"compressors": COMPRESSORS}  # attention maps shrink
+        array = g.create_array(name, shape=shape, chunks=tuple(chunks), dtype=kind, **settings)
         offset_name = "offsets" if name in ("hidden", "maps") else "word_offsets"
         g.create_array(offset_name, shape=offsets.shape, chunks=offsets.shape, dtype="int64",
                        compressors=COMPRESSORS)[:] = offsets

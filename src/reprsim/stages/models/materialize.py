@@ -13,14 +13,20 @@ runs (trust_remote_code=False), and a model with NaN or inf weights is refused.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+)
 
-from reprsim.io.model_files import model_problems
+from reprsim.io.model_files import locate_package_model, model_problems
 from reprsim.io.outputs import atomic_directory, write_json
 from reprsim.io.provenance import file_checksums, hash_directory
 from reprsim.nets.language_models import texts_of
@@ -32,26 +38,6 @@ dataset_texts = texts_of
 
 # loading a source: safetensors weights only, and never code shipped with a model
 SAFE = {"use_safetensors": True, "trust_remote_code": False}
-
-
-def locate_package_model(package: str, subdir: str | None = None) -> Path:
-    """The model directory inside installed package `package` (found by its config.json)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"Python package {package!r} is not installed; install it (e.g. pip install "
-            f"{package.replace('_', '-')}) or use another model source"
-        )
-    root = Path(list(spec.submodule_search_locations)[0])
-    if subdir:
-        candidate = root / subdir
-        if not (candidate / "config.json").is_file():
-            raise FileNotFoundError(f"{candidate} has no config.json; check 'subdir'")
-        return candidate
-    found = sorted(p.parent for p in root.rglob("config.json") if (p.parent / "tokenizer_config.json").exists())
-    if not found:
-        raise FileNotFoundError(f"no model directory (config.json + tokenizer) inside package {package!r} at {root}")
-    return found[0]
 
 
 def init_model(architecture: str, overrides: dict, tokenizer, seed: int, auto_class=AutoModel) -> PreTrainedModel:
@@ -108,6 +94,18 @@ def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]
     return meta
 
 
+def with_its_head(config) -> type:
+    """The auto class that keeps a checkpoint's head: a task classifier (e.g. BERTs fine-tuned on MNLI) keeps
+    its classification head and a causal LM its language-model head, which stitching scores through; any
+    other checkpoint loads as the encoder alone."""
+    architectures = config.architectures or []
+    if any(name.endswith("ForSequenceClassification") for name in architectures):
+        return AutoModelForSequenceClassification
+    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+        return AutoModelForCausalLM
+    return AutoModel
+
+
 def materialize_model(
     name: str, spec: dict, out_dir: str | Path, tokenizer_dir: str | Path | None = None,
     dataset_dir: str | Path | None = None,
@@ -126,7 +124,8 @@ def materialize_model(
             _check_source_dir(name, origin)
             kwargs = {}
         meta["origin"] = str(origin)
-        model = AutoModel.from_pretrained(origin, **SAFE, **kwargs)
+        auto_class = with_its_head(AutoConfig.from_pretrained(origin, trust_remote_code=False, **kwargs))
+        model = auto_class.from_pretrained(origin, **SAFE, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(origin, trust_remote_code=False, **kwargs)
     elif source == "init" and isinstance(spec["tokenizer"], dict):
         train = spec["tokenizer"]["train"]

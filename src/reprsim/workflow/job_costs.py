@@ -1,0 +1,184 @@
+"""Memory and compute time of each heavy rule's job, from its wildcards, the config and the facts of its
+inputs (reprsim.workflow.facts): the bridge between a job and the formulas of reprsim.workflow.resources.
+
+rules/resources.smk asks these with facts read from files (Snakemake's mem_mb and runtime, the cluster
+profile's --mem and --time); `reprsim plan` asks the same with predicted facts before anything runs.
+`COSTS` maps a rule to (mem_mb(facts, config, wildcards, attempt), seconds(facts, config, wildcards));
+rules not in it are light (tables, figures, downloads): LIGHT_JOB. Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from reprsim.workflow import resources as r
+
+LIGHT_JOB = {"mem_mb": 2000, "seconds": 0.0}  # the SLURM profile's default-resources at attempt 1
+
+
+# ----------------------------------------------------------------- extract
+def extract_mem_mb(facts, config, w, attempt):
+    return r.extract_mem_mb(facts.model(w["model"]), config["extraction"], attempt)
+
+
+def extract_seconds(facts, config, w):
+    settings = config["extraction"]
+    rows = r.split_rows(facts.dataset_sizes(w["dataset"]), settings["splits"], settings.get("max_examples"))
+    return r.extract_seconds(facts.model(w["model"]), rows, settings)
+
+
+# ----------------------------------------------------------------- finetune and pretrain
+def finetune_mem_mb(facts, config, w, attempt):
+    spec = config["models"][w["model"]]
+    return r.finetune_mem_mb(facts.model(spec["base"]), spec, attempt)
+
+
+def finetune_seconds(facts, config, w):
+    spec = config["models"][w["model"]]
+    sizes = facts.dataset_sizes(spec["dataset"])
+    n_train, n_validation = (r.split_rows(sizes, [split]) for split in ("train", "validation"))
+    return r.finetune_seconds(facts.model(spec["base"]), spec, n_train, n_validation)
+
+
+def _pretrained(facts, config, w):
+    spec = config["models"][w["model"]]
+    return r.pretrain_facts(spec, facts.vocab_size(spec)), spec
+
+
+def pretrain_mem_mb(facts, config, w, attempt):
+    model, spec = _pretrained(facts, config, w)
+    return r.pretrain_mem_mb(model, spec, attempt)
+
+
+def pretrain_seconds(facts, config, w):
+    model, spec = _pretrained(facts, config, w)
+    n_validation = r.split_rows(facts.dataset_sizes(spec["dataset"]), ["validation"])
+    return r.pretrain_seconds(model, spec, n_validation)
+
+
+# ----------------------------------------------------------------- truncation and skip
+def _evaluation(facts, config, w):
+    """(model facts, rows of the evaluation split, rows the truncation heads train on, max length)."""
+    spec, settings = config["models"][w["model"]], config["finetune_eval"]
+    sizes = facts.dataset_sizes(spec["dataset"])
+    rows = r.split_rows(sizes, [settings["split"]])
+    head_train = r.head_train_rows(r.split_rows(sizes, ["train"]), settings.get("heads"))
+    return facts.model(w["model"]), rows, head_train, spec["max_length"]
+
+
+def evaluation_mem_mb(facts, config, w, attempt):
+    model, rows, head_train, max_length = _evaluation(facts, config, w)
+    return r.evaluation_mem_mb(model, rows, head_train, max_length, config["finetune_eval"]["batch_size"], attempt)
+
+
+def truncation_seconds(facts, config, w):
+    model, rows, head_train, max_length = _evaluation(facts, config, w)
+    return r.truncation_seconds(model, rows, head_train, max_length)
+
+
+def skip_seconds(facts, config, w):
+    model, rows, _, max_length = _evaluation(facts, config, w)
+    return r.skip_seconds(model, rows, max_length)
+
+
+# ----------------------------------------------------------------- compare
+def _pair_stores(facts, w):
+    return facts.store(w["dataset"], w["model_a"]), facts.store(w["dataset"], w["model_b"])
+
+
+GRAM_MEASURES = ("mutual_knn",)  # measures on n x n matrices whatever their params; CKA: rbf kernel, unbiased
+
+
+def gram_budget_gb(config) -> float:
+    """similarity.max_memory_gb when a configured measure works on n x n matrices, else 0."""
+    for spec in config["measures"].values():
+        params = spec.get("params") or {}
+        if spec["measure"] in GRAM_MEASURES or (spec["measure"] == "cka" and (
+                params.get("kernel") == "rbf" or params.get("estimator") == "unbiased")):
+            return float(config["similarity"].get("max_memory_gb") or 0)
+    return 0.0
+
+
+def compare_mem_mb(facts, config, w, attempt):
+    return r.compare_mem_mb(*_pair_stores(facts, w), config["similarity"]["split"], attempt, gram_budget_gb(config))
+
+
+def compare_seconds(facts, config, w):
+    similarity = config["similarity"]
+    draws = {label: {**spec, "null_permutations": spec["null_permutations"] or similarity["chance"]["permutations"],
+                     "resamples": spec["resamples"] or similarity["intervals"]["resamples"]}
+             for label, spec in config["measures"].items()}
+    rate = r.PAIR_GPU_FLOPS if similarity.get("device") == "cuda" else r.CORE_FLOPS  # cuda: the rule asks for a GPU
+    return r.compare_seconds(*_pair_stores(facts, w), similarity["split"], draws, rate)
+
+
+def token_cka_mem_mb(facts, config, w, attempt):
+    tokens = config["similarity"]["tokens"]
+    return r.token_cka_mem_mb(*_pair_stores(facts, w), tokens["batch_size"], tokens["shifts"], attempt)
+
+
+def token_cka_seconds(facts, config, w):
+    tokens, a_b = config["similarity"]["tokens"], _pair_stores(facts, w)
+    count = r.token_tokens(*a_b, config["similarity"]["split"], config["extraction"]["max_length"],
+                           tokens.get("max_tokens"))
+    return r.token_cka_seconds(*a_b, count, tokens["batch_size"], tokens["shifts"])
+
+
+# ----------------------------------------------------------------- align
+def _aligned_stores(facts, w):
+    """(a, b) store facts of an aligner or injection job; synthetic recovery (wildcard `model`: one store,
+    mapped onto itself) gives b = resources.SYNTHETIC."""
+    if "model" in w:
+        return facts.store(w["dataset"], w["model"]), r.SYNTHETIC
+    return _pair_stores(facts, w)
+
+
+def align_mem_mb(facts, config, w, attempt):
+    return r.align_mem_mb(*_aligned_stores(facts, w), config["similarity"]["split"], attempt)
+
+
+def align_seconds(facts, config, w):
+    return r.align_seconds(*_aligned_stores(facts, w), config["align"])
+
+
+# ----------------------------------------------------------------- stitching
+def stitch_length(config, top: Mapping) -> int:
+    """Tokens per row the stitched models see: the stitching settings', else the top model's training spec's."""
+    stitching, spec = config["stitching"], top.get("spec", {})
+    return (stitching["max_length"] or stitching["context"] or spec.get("max_length") or spec.get("context")
+            or 128)
+
+
+def _stitched(facts, w):
+    return facts.model(w["model_a"]), facts.model(w["model_b"])
+
+
+def stitch_mem_mb(facts, config, w, attempt):
+    bottom, top = _stitched(facts, w)
+    return r.stitch_mem_mb(bottom, top, config["stitching"]["batch_size"], stitch_length(config, top), attempt)
+
+
+def stitch_seconds(facts, config, w):
+    stitching = config["stitching"]
+    bottom, top = _stitched(facts, w)
+    maps = len([phi for phi in stitching["phi"] if phi != "identity"]) * bottom["n_layers"] * len(stitching["seeds"])
+    rows = facts.dataset_sizes(w["dataset"]).get(stitching["split"], 0)
+    rows = min(rows, stitching["max_examples"] or rows)
+    return r.stitch_seconds(bottom, top, maps, stitching["steps"], stitching["batch_size"],
+                            stitch_length(config, top), rows)
+
+
+Cost = tuple[Callable[..., int], Callable[..., float]]
+COSTS: dict[str, Cost] = {
+    "extract_activations": (extract_mem_mb, extract_seconds),
+    "finetune_model": (finetune_mem_mb, finetune_seconds),
+    "pretrain_model": (pretrain_mem_mb, pretrain_seconds),
+    "truncation": (evaluation_mem_mb, truncation_seconds),
+    "skip": (evaluation_mem_mb, skip_seconds),
+    "compare_pair": (compare_mem_mb, compare_seconds),
+    "token_cka": (token_cka_mem_mb, token_cka_seconds),
+    "align_layers": (align_mem_mb, align_seconds),
+    "layer_injection": (align_mem_mb, align_seconds),
+    "synthetic_recovery": (align_mem_mb, align_seconds),
+    "stitch": (stitch_mem_mb, stitch_seconds),
+}

@@ -1,0 +1,223 @@
+"""`reprsim plan`: what a config will cost, before anything runs.
+
+The jobs are Snakemake's own (reprsim.workflow.dag), priced by the resource model the cluster profile
+uses (reprsim.workflow.job_costs on reprsim.workflow.resources) with facts predicted for inputs that do not
+exist yet (reprsim.workflow.predicted). Compute time is each job's estimated seconds plus JOB_START_S; a
+GPU rule's counts as GPU-hours, any other's as CPU-hours. Disk is what results/ will hold: prepared
+datasets, models saved as float32, and activation stores at the extraction dtype.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reprsim.config import detail_splits
+from reprsim.workflow import job_costs
+from reprsim.workflow import resources as r
+from reprsim.workflow.dag import PlannedJob, planned_jobs
+from reprsim.workflow.predicted import PredictedFacts, UnknownSize
+
+JOB_START_S = 30  # per job: interpreter, imports, reading inputs, writing outputs
+DATASET_BYTES_PER_TOKEN = 30  # a prepared row's parquet bytes per token: text, word spans, label
+PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm" / "config.yaml"
+
+STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
+    "prepare_dataset": "data", "materialize_model": "models", "pretrain_model": "models",
+    "finetune_model": "finetune", "truncation": "finetune", "skip": "finetune", "layer_views": "finetune",
+    "extract_activations": "extract",
+    "compare_pair": "compare", "token_cka": "compare", "compare_attention": "compare",
+    "aggregate_pairs": "compare", "aggregate_tokens": "compare", "aggregate_attention": "compare",
+    "model_distances": "compare", "localization_scores": "compare",
+    "align_layers": "align", "synthetic_recovery": "align", "layer_injection": "align",
+    "stitch": "stitch", "aggregate_stitching": "stitch",
+}
+
+
+@dataclass
+class JobCost:
+    job: PlannedJob
+    mem_mb: int
+    seconds: float  # estimated, JOB_START_S included
+    priced: bool  # False: a light job (LIGHT_JOB), not in the resource model
+
+
+@dataclass
+class Plan:
+    config_path: str
+    costs: list[JobCost]
+    disk_gb: dict[str, float]
+    submission_minutes: float
+    dag_seconds: float
+    unknown: list[str] = field(default_factory=list)
+
+    def stage_of(self, cost: JobCost) -> str:
+        return STAGES.get(cost.job.rule, "report")
+
+    def per_rule(self) -> dict[str, list[JobCost]]:
+        rules: dict[str, list[JobCost]] = defaultdict(list)
+        for cost in self.costs:
+            rules[cost.job.rule].append(cost)
+        return dict(rules)
+
+    def hours(self, gpu: bool) -> dict[str, float]:
+        per_stage: Counter = Counter()
+        for cost in self.costs:
+            if cost.job.gpu == gpu:
+                per_stage[self.stage_of(cost)] += cost.seconds / 3600
+        return dict(per_stage)
+
+    def largest(self) -> JobCost:
+        return max(self.costs, key=lambda cost: cost.mem_mb)
+
+    def group_components(self) -> dict[str, int]:
+        """Components per SLURM submission for each profile group of many short jobs (pairs, align): as many
+        as fit submission_minutes, at least 1. A component is what Snakemake batches (--group-components):
+        jobs of the group connected in the DAG, such as a pair job and its heatmap; their number is taken as
+        the most jobs of any one rule of the group, and each lasts the group's estimated time over that."""
+        times: dict[str, float] = defaultdict(float)
+        counts: dict[str, Counter] = defaultdict(Counter)
+        for cost in self.costs:
+            if cost.job.group in ("pairs", "align"):
+                times[cost.job.group] += cost.seconds
+                counts[cost.job.group][cost.job.rule] += 1
+        components = {group: max(rules.values()) for group, rules in counts.items()}
+        return {group: max(1, min(components[group],
+                                  math.floor(self.submission_minutes * 60 * components[group] / times[group])))
+                for group in sorted(times)}
+
+
+def profile_groups(profile: Path = PROFILE) -> dict[str, str]:
+    """rule -> group of the SLURM profile (its `groups:` mapping; the rest of the file is a YTE template)."""
+    import yaml
+
+    text = profile.read_text()
+    start = text.index("\ngroups:")
+    block = text[start:].split("\ngroup-components:")[0]
+    return yaml.safe_load(block)["groups"]
+
+
+def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None) -> Plan:
+    """Price every job of the workflow for `config_path` (run from `workdir`, where results/ is or will be);
+    `local_rows`: how a local dataset's rows are counted (PredictedFacts)."""
+    import os
+
+    from reprsim.config import load_yaml, validate_config
+
+    config = validate_config(load_yaml(config_path))
+    started = time.perf_counter()
+    jobs = planned_jobs(config_path, workdir, profile_groups())
+    dag_seconds = time.perf_counter() - started
+    here = os.getcwd()
+    os.chdir(workdir)  # the facts of inputs that exist are read where Snakemake would read them
+    try:
+        facts = PredictedFacts(config, local_rows)
+        unknown: list[str] = []
+        costs = [_price(job, facts, config, unknown) for job in jobs]
+        disk = disk_gb(config, facts, unknown)
+    finally:
+        os.chdir(here)
+    return Plan(str(config_path), costs, disk, config["cluster"]["submission_minutes"], dag_seconds,
+                sorted(set(unknown)))
+
+
+def _price(job: PlannedJob, facts: PredictedFacts, config: Mapping, unknown: list[str]) -> JobCost:
+    if job.rule not in job_costs.COSTS:
+        return JobCost(job, job_costs.LIGHT_JOB["mem_mb"], JOB_START_S + job_costs.LIGHT_JOB["seconds"], False)
+    mem_mb, seconds = job_costs.COSTS[job.rule]
+    try:
+        return JobCost(job, mem_mb(facts, config, job.wildcards, 1), JOB_START_S + seconds(facts, config, job.wildcards),
+                       True)
+    except UnknownSize as error:
+        unknown.append(str(error))
+        return JobCost(job, 0, 0.0, False)
+
+
+def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str]) -> dict[str, float]:
+    """GB under results/ per kind of output (module docstring)."""
+    extraction, gb = config["extraction"], Counter()
+    itemsize = 2 if extraction["dtype"] == "float16" else 4
+    detail = detail_splits(extraction, config["similarity"])
+    for dataset in config["datasets"]:
+        try:
+            rows = sum(facts.dataset_sizes(dataset).values())
+            gb["datasets"] += rows * facts.tokens_per_row(dataset) * DATASET_BYTES_PER_TOKEN / 1e9
+        except UnknownSize as error:
+            unknown.append(str(error))
+    for model in config["models"]:
+        try:
+            gb["models"] += 4 * facts.model(model)["n_parameters"] / 1e9
+        except UnknownSize as error:
+            unknown.append(str(error))
+    for dataset in extraction["datasets"]:
+        for model in config["models"]:
+            try:
+                gb["stores"] += store_bytes(facts.store(dataset, model), min(facts.tokens_per_row(dataset),
+                                                                             extraction["max_length"]),
+                                            extraction, detail, itemsize) / 1e9
+            except UnknownSize as error:
+                unknown.append(str(error))
+    return dict(gb)
+
+
+def store_bytes(store: Mapping, tokens_per_row: float, extraction: Mapping, detail: list[str], itemsize: int) -> float:
+    """Hidden states of every layer: pooled rows, every token (with tokens: true), and the words of the detail
+    splits (about tokens / 1.3); float16 attention maps when asked, heads taken as hidden_size / 64."""
+    width, layers, rows = store["hidden_size"], store["n_layers"] + 1, store["n_examples"]
+    vectors = len(extraction["poolings"]) * rows
+    if extraction["tokens"]:
+        vectors += rows * tokens_per_row
+    detail_rows = sum(store["split_sizes"].get(split, 0) for split in detail)
+    vectors += detail_rows * tokens_per_row / 1.3
+    total = vectors * layers * width * itemsize
+    if extraction.get("attention") and detail_rows:
+        heads = max(1, width // 64)
+        total += 2 * store["n_layers"] * heads * detail_rows * (tokens_per_row ** 2 + (tokens_per_row / 1.3) ** 2)
+    return total
+
+
+# ----------------------------------------------------------------- printing
+def _hours(value: float) -> str:
+    return f"{value:,.1f}" if value >= 0.1 else f"{value:.2f}"
+
+
+def format_plan(plan: Plan) -> str:
+    rules = plan.per_rule()
+    lines = [f"reprsim plan {plan.config_path}: {len(plan.costs):,} jobs "
+             f"(DAG built in {plan.dag_seconds:.1f} s; nothing was run)", "",
+             f"{'rule':<24}{'jobs':>7}  {'device':<6}{'hours':>10}{'largest mem':>13}"]
+    for rule, costs in sorted(rules.items(), key=lambda item: (-sum(c.seconds for c in item[1]), item[0])):
+        device = "GPU" if costs[0].job.gpu else "CPU"
+        hours = sum(c.seconds for c in costs) / 3600
+        memory = max(c.mem_mb for c in costs)
+        lines.append(f"{rule:<24}{len(costs):>7,}  {device:<6}{_hours(hours):>10}{memory / 1000:>10.1f} GB"
+                     + ("" if costs[0].priced else "  (light: start-up only)"))
+    lines += ["", "compute per stage (hours; estimated compute + "
+              f"{JOB_START_S} s start-up per job):", f"{'stage':<12}{'GPU-hours':>11}{'CPU-hours':>11}"]
+    gpu, cpu = plan.hours(True), plan.hours(False)
+    for stage in sorted(set(gpu) | set(cpu)):
+        lines.append(f"{stage:<12}{_hours(gpu.get(stage, 0)):>11}{_hours(cpu.get(stage, 0)):>11}")
+    lines.append(f"{'total':<12}{_hours(sum(gpu.values())):>11}{_hours(sum(cpu.values())):>11}")
+    lines += ["", "disk under results/ (GB): " + ", ".join(f"{kind} {value:,.1f}" for kind, value in
+                                                          sorted(plan.disk_gb.items()))
+              + f"; total {sum(plan.disk_gb.values()):,.1f} (plus the hub cache's copy of downloads)"]
+    largest = plan.largest()
+    where = ", ".join(f"{k}={v}" for k, v in largest.job.wildcards.items())
+    lines.append(f"largest single job: {largest.job.rule} ({where}): {largest.mem_mb / 1000:.1f} GB memory")
+    components = plan.group_components()
+    if components:
+        flags = " ".join(f"{group}={n}" for group, n in components.items())
+        lines += ["", f"cluster batching: submissions of about {plan.submission_minutes:g} min "
+                  "(cluster.submission_minutes):",
+                  f"  snakemake --workflow-profile profiles/slurm --configfile {plan.config_path} "
+                  f"--group-components {flags}"]
+    lines += ["", f"rates assumed (reprsim.workflow.resources): a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s "
+              f"on one GPU; a pair job {r.CORE_FLOPS:.0e} FLOP/s per core (float64; measured), "
+              f"{r.PAIR_GPU_FLOPS:.0e} on a GPU (similarity.device: cuda; assumed)"]
+    if plan.unknown:
+        lines += ["", "not priced (sizes unknown offline; their jobs count 0):"] + [f"  {u}" for u in plan.unknown]
+    return "\n".join(lines)

