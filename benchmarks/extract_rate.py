@@ -7,7 +7,8 @@ Per dataset, in one process and with one torch thread count:
 
   (a) bare:     the forward passes alone, output_hidden_states=True, outputs discarded, over exactly the
                 length-sorted batches the extraction runs (reprsim.stages.extract.batching.plan_windows);
-  (b) extract:  extract_activations into a fresh Zarr store (pooled mean/cls/last + tokens, float32), timed
+  (b) extract:  extract_activations into a fresh Zarr store (pooled mean/cls/last and, unless --no-tokens,
+                every token's hidden states; float32), timed
                 end to end (model load, tokenisation, the forward passes, writes, checksums) and its batch
                 loop alone (attrs["seconds"]: the forward passes, pooling, un-permuting and the Zarr writes);
   (c) unsorted: the forward passes over consecutive batches (the batching before sort windows), for reference.
@@ -114,7 +115,7 @@ def run_dataset(name: str, args, model_dir: Path, device: torch.device, work: Pa
         prepare_dataset(name, {"source": "local", "data_root": str(args.data_root), **DATASETS[name],
                                "max_examples": args.examples, "seed": 0, "split_fractions": {"test": 0.1}}, dataset)
     settings = dict(splits=["train"], max_examples=args.examples, batch_size=args.batch_size,
-                    max_length=args.max_length, poolings=POOLINGS, tokens=True, sort_window=args.sort_window,
+                    max_length=args.max_length, poolings=POOLINGS, tokens=args.tokens, sort_window=args.sort_window,
                     sort_window_mb=args.sort_window_mb, autocast=args.autocast, device=device,
                     background_writer={"auto": None, "thread": True, "main": False}[args.writer])
     tokenizer = load_tokenizer(model_dir)
@@ -124,7 +125,7 @@ def run_dataset(name: str, args, model_dir: Path, device: torch.device, work: Pa
     lengths = np.array([len(row) for row in ids])
     # the extraction's own plan: its windows, cut where their outputs pass sort_window_mb
     held = window_bytes(lengths, model.config.num_hidden_layers + 1, model.config.hidden_size, "float32",
-                        len(POOLINGS), True, None)
+                        len(POOLINGS), args.tokens, None)
     windows = plan_windows(lengths, args.batch_size, args.sort_window, held, args.sort_window_mb * 1e6)
     sorted_batches = [rows for w in windows for rows in w.batches]
     unsorted_batches = [rows for w in plan_windows(lengths, args.batch_size, None) for rows in w.batches]
@@ -196,6 +197,9 @@ def main() -> None:
     parser.add_argument("--writer", choices=["auto", "thread", "main"], default="auto",
                         help="where the writes run: auto (extraction's default: a thread on CUDA, the main thread "
                              "on a CPU), a background thread, or the main thread")
+    parser.add_argument("--no-tokens", dest="tokens", action="store_false",
+                        help="pooled rows only, as config/config.yaml and the paper configs extract (tokens: false); "
+                             "by default every token's hidden states are stored too, the most the writer can be asked")
     parser.add_argument("--repeats", type=int, default=1, help="alternate (a), (b), (c) this often; fastest counts")
     parser.add_argument("--skip-unsorted", action="store_true", help="leave out (c)")
     parser.add_argument("--data-root", type=Path, default=REPO.parent / "shared" / "data" / "glue")
@@ -213,7 +217,7 @@ def main() -> None:
               "torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": platform.processor() or
               platform.machine(), "autocast": args.autocast, "batch_size": args.batch_size,
               "max_length": args.max_length, "sort_window": args.sort_window, "sort_window_mb": args.sort_window_mb,
-              "writer": args.writer, "repeats": args.repeats}
+              "writer": args.writer, "repeats": args.repeats, "tokens": args.tokens}
     print(", ".join(f"{k} {v}" for k, v in header.items()), flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="extract-rate-") as tmp:
