@@ -47,7 +47,7 @@ class FileFacts:
         architecture, so before it exists (a group job that also trains it, a dry run) its base's facts stand
         in; a pretrained model's are estimated from its spec. Missing: the error names `name`'s directory,
         the input of the job that asked."""
-        asked, spec = paths.MODEL.format(model=name), None
+        asked = paths.MODEL.format(model=name)
         while True:
             path = os.path.join(paths.MODEL.format(model=name), "meta.json")
             if os.path.exists(path):
