@@ -103,16 +103,6 @@ rule localization_scores:
 # Token-level minibatch CKA (similarity.tokens; Brown et al. 2023): one job per configured model pair and
 # extracted dataset, over the tokens of the similarity split, with its chance level (batch-shifted pairings)
 # and interval (half-samples of batches). Models that tokenise differently are refused by the job.
-def token_cka_mem_mb(wildcards, input, attempt):
-    """One batch's Gram terms (L, m, m) in float64 for A, B and a shifted B, with working copies (about 5 in
-    all), the zarr chunks each reader keeps (CACHE_BYTES of reprsim.stages.compare.tokens: 64 MB; 2 + shifts
-    readers), and 2 GB for the rest."""
-    tokens = config["similarity"]["tokens"]
-    layers = max(FACTS.store(wildcards.dataset, model)["n_layers"] + 1 for model in (wildcards.model_a, wildcards.model_b))
-    grams = 5 * layers * tokens["batch_size"] ** 2 * 8 / 1e6
-    return int((2000 + grams + (2 + tokens["shifts"]) * 67) * attempt)
-
-
 rule token_cka:
     input:
         a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),

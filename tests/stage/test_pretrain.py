@@ -220,6 +220,6 @@ def test_the_resource_estimate_counts_the_parameters_exactly(pretrained):
     assert resources.pretrain_facts(wider, 321)["n_parameters"] == sum(p.numel() for p in model.parameters())
     for attempt in (2, 3):
         for estimate in (lambda a: resources.pretrain_mem_mb(facts, SPEC, a),
-                         lambda a: resources.pretrain_runtime(facts, SPEC, 500, a)):
+                         lambda a: resources.minutes(resources.pretrain_seconds(facts, SPEC, 500), a)):
             assert abs(estimate(attempt) - attempt * estimate(1)) < attempt
-    assert resources.pretrain_runtime(facts, SPEC, 500, 1) == resources.MIN_MINUTES + 1  # a tiny model: the floor
+    assert resources.minutes(resources.pretrain_seconds(facts, SPEC, 500), 1) == resources.MIN_MINUTES + 1  # a tiny model: the floor

@@ -40,8 +40,8 @@ def test_extract():
     assert r.extract_mem_mb(SMALL, EXTRACTION, 1) == 2313
     assert r.extract_mem_mb(SMALL, EXTRACTION, 2) == 4627  # int(4627.44)
     # 2 * 22.7e6 * 100000 rows * 128 tokens = 5.8112e14 FLOPs = 581.12 s = 9.685 min; + 5 -> 14.69
-    assert r.extract_runtime(SMALL, 100_000, EXTRACTION, 1) == 15
-    assert r.extract_runtime(SMALL, 100_000, EXTRACTION, 2) == 30  # ceil(29.37)
+    assert r.minutes(r.extract_seconds(SMALL, 100_000, EXTRACTION), 1) == 15
+    assert r.minutes(r.extract_seconds(SMALL, 100_000, EXTRACTION), 2) == 30  # ceil(29.37)
 
 
 def test_split_rows_caps_each_split():
@@ -58,10 +58,10 @@ def test_finetune():
     assert r.finetune_mem_mb(SMALL, SPEC, 2) == 6783  # int(6783.36)
     # 300 default steps * 32 * 128 = 1228800 tokens; 872 validation rows * 128 = 111616 tokens;
     # 22.7e6 * (6 * 1228800 + 2 * 111616) = 1.7243e14 FLOPs = 172.4 s = 2.874 min; + 5 -> 7.87
-    assert r.finetune_runtime(SMALL, SPEC, 67_349, 872, 1) == 8
-    assert r.finetune_runtime(SMALL, SPEC, 67_349, 872, 2) == 16  # ceil(15.75)
+    assert r.minutes(r.finetune_seconds(SMALL, SPEC, 67_349, 872), 1) == 8
+    assert r.minutes(r.finetune_seconds(SMALL, SPEC, 67_349, 872), 2) == 16  # ceil(15.75)
     # the evaluation pass alone (no step): 2 * 22.7e6 * 1e6 rows * 128 = 5.8112e15 FLOPs = 96.85 min; + 5
-    assert r.finetune_runtime(SMALL, SPEC | {"steps": 0}, 67_349, 1_000_000, 1) == 102
+    assert r.minutes(r.finetune_seconds(SMALL, SPEC | {"steps": 0}, 67_349, 1_000_000), 1) == 102
 
 
 def test_finetune_runtime_counts_epochs_as_ceil_of_epochs_times_rows_over_batch():
@@ -69,10 +69,10 @@ def test_finetune_runtime_counts_epochs_as_ceil_of_epochs_times_rows_over_batch(
     huge = {"n_parameters": 10**10, "n_layers": 1, "hidden_size": 1}
     spec = {"epochs": 1, "batch_size": 10, "max_length": 100}
     # 1 epoch of 11 rows in batches of 10: ceil(1.1) = 2 steps (not 1), 2 minutes + 5
-    assert r.finetune_runtime(huge, spec, 11, 0, 1) == 7
-    assert r.finetune_runtime(huge, spec, 10, 0, 1) == 6  # exactly one step
-    assert r.finetune_runtime(huge, spec | {"epochs": 2.5}, 11, 0, 1) == 5 + 3  # ceil(2.75)
-    assert r.finetune_runtime(huge, spec | {"steps": 4}, 11, 0, 1) == 5 + 4  # steps win over epochs
+    assert r.minutes(r.finetune_seconds(huge, spec, 11, 0), 1) == 7
+    assert r.minutes(r.finetune_seconds(huge, spec, 10, 0), 1) == 6  # exactly one step
+    assert r.minutes(r.finetune_seconds(huge, spec | {"epochs": 2.5}, 11, 0), 1) == 5 + 3  # ceil(2.75)
+    assert r.minutes(r.finetune_seconds(huge, spec | {"steps": 4}, 11, 0), 1) == 5 + 4  # steps win over epochs
 
 
 def test_evaluation_memory():
@@ -96,14 +96,14 @@ def test_head_train_rows():
 def test_truncation_and_skip_runtime():
     # heads: 10000 + 2 * (10000 + 2000) = 34000 passes; 2 * 22.7e6 * 34000 * 128 = 1.9758e14 FLOPs
     # = 197.6 s = 3.293 min; + 5 -> 8.29
-    assert r.truncation_runtime(SMALL, 10_000, 2000, 128, 1) == 9
+    assert r.minutes(r.truncation_seconds(SMALL, 10_000, 2000, 128), 1) == 9
     # no heads: 10000 passes, 5.8112e13 FLOPs = 0.969 min; + 5 -> 5.97
-    assert r.truncation_runtime(SMALL, 10_000, 0, 128, 1) == 6
+    assert r.minutes(r.truncation_seconds(SMALL, 10_000, 0, 128), 1) == 6
     # 1 + 6*7/2 = 22 spans; 2 * 22.7e6 * 872 * 22 * 128 = 1.1148e14 FLOPs = 1.858 min; + 5 -> 6.86
-    assert r.skip_runtime(SMALL, 872, 128, 1) == 7
-    assert r.skip_runtime(SMALL, 872, 128, 2) == 14  # ceil(13.72)
+    assert r.minutes(r.skip_seconds(SMALL, 872, 128), 1) == 7
+    assert r.minutes(r.skip_seconds(SMALL, 872, 128), 2) == 14  # ceil(13.72)
     # 10000 rows: 2 * 22.7e6 * 10000 * 22 * 128 = 1.2785e15 FLOPs = 21.31 min; + 5 -> 26.31
-    assert r.skip_runtime(SMALL, 10_000, 128, 1) == 27
+    assert r.minutes(r.skip_seconds(SMALL, 10_000, 128), 1) == 27
 
 
 def test_compare():
@@ -119,8 +119,8 @@ def test_compare():
     assert r.compare_mem_mb(more, STORE_B, "validation", 1, gram_budget_gb=8) == 11197
     # measures: 1 + (1 + 100 permutations, each a recomputation) = 102; 2*872*2688*9984*102 = 4.7740e12 FLOPs
     # / 4e10 = 119.35 s = 1.989 min; + 5 -> 6.99
-    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 1) == 7
-    assert r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, 2) == 14  # ceil(13.98)
+    assert r.minutes(r.compare_seconds(STORE_A, STORE_B, "validation", MEASURES), 1) == 7
+    assert r.minutes(r.compare_seconds(STORE_A, STORE_B, "validation", MEASURES), 2) == 14  # ceil(13.98)
 
 
 def test_compare_prices_each_measure_at_its_measured_cost():
@@ -137,10 +137,10 @@ def test_compare_prices_each_measure_at_its_measured_cost():
 def test_compare_runtime_counts_only_the_compared_rows():
     # the pair job reads one split: rows of other splits cost nothing ("test" is not extracted here)
     many = STORE_A | {"n_examples": 100_000}
-    assert r.compare_runtime(many, STORE_B, "test", MEASURES, 1) == r.MIN_MINUTES
+    assert r.minutes(r.compare_seconds(many, STORE_B, "test", MEASURES), 1) == r.MIN_MINUTES
     # 10x the compared rows, 10x the measure work: 19.89 min; + 5 -> 24.89
     more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
-    assert r.compare_runtime(more, STORE_B, "validation", MEASURES, 1) == 25
+    assert r.minutes(r.compare_seconds(more, STORE_B, "validation", MEASURES), 1) == 25
 
 
 def test_align():
@@ -148,14 +148,14 @@ def test_align():
     assert r.aligner_passes({}) == 0
     # pair: depths 7 and 13, matching -> 13 layer pairs; width 384 + 768 = 1152; 2000 rows;
     # 2*6*2000*1152**2*13*123 = 5.0929e13 FLOPs = 0.849 min; + 5 -> 5.85
-    assert r.align_runtime(STORE_A, STORE_B, ALIGN, 1) == 6
+    assert r.minutes(r.align_seconds(STORE_A, STORE_B, ALIGN), 1) == 6
     # all layer pairs: 7 * 13 = 91 -> 3.5650e14 FLOPs = 5.942 min; + 5 -> 10.94
-    assert r.align_runtime(STORE_A, STORE_B, ALIGN | {"layers": "all"}, 1) == 11
+    assert r.minutes(r.align_seconds(STORE_A, STORE_B, ALIGN | {"layers": "all"}), 1) == 11
     # synthetic: 3 map seeds * 2 layers = 6 fits on a 20000-row 768-wide store mapped onto itself:
     # 2*6*20000*1536**2*6*123 = 4.1788e14 FLOPs = 6.965 min; + 5 -> 11.96
-    assert r.align_runtime(STORE_B | {"n_examples": 20_000}, r.SYNTHETIC, ALIGN, 1) == 12
+    assert r.minutes(r.align_seconds(STORE_B | {"n_examples": 20_000}, r.SYNTHETIC, ALIGN), 1) == 12
     # defaults of the synthetic settings: one seed, one layer -> 1/6 of the above = 1.161 min
-    assert r.align_runtime(STORE_B | {"n_examples": 20_000}, None, ALIGN | {"synthetic": {}}, 1) == 7
+    assert r.minutes(r.align_seconds(STORE_B | {"n_examples": 20_000}, None, ALIGN | {"synthetic": {}}), 1) == 7
     # memory: a pair job's is the compare job's; synthetic 2000 + 3*8*2000*2*384/1e6 = 2036.86
     assert r.align_mem_mb(STORE_A, STORE_B, "validation", 1) == r.compare_mem_mb(STORE_A, STORE_B, "validation", 1)
     assert r.align_mem_mb(STORE_A, None, "validation", 1) == 2036
@@ -165,18 +165,18 @@ def test_align():
 def every_estimate(attempt: int) -> dict[str, int]:
     return {
         "extract_mem_mb": r.extract_mem_mb(SMALL, EXTRACTION, attempt),
-        "extract_runtime": r.extract_runtime(SMALL, 100_000, EXTRACTION, attempt),
+        "extract_runtime": r.minutes(r.extract_seconds(SMALL, 100_000, EXTRACTION), attempt),
         "finetune_mem_mb": r.finetune_mem_mb(SMALL, SPEC, attempt),
-        "finetune_runtime": r.finetune_runtime(SMALL, SPEC | {"epochs": 3}, 67_349, 872, attempt),
+        "finetune_runtime": r.minutes(r.finetune_seconds(SMALL, SPEC | {"epochs": 3}, 67_349, 872), attempt),
         "evaluation_mem_mb": r.evaluation_mem_mb(SMALL, 872, 2000, 128, 64, attempt),
-        "truncation_runtime": r.truncation_runtime(SMALL, 872, 2000, 128, attempt),
-        "skip_runtime": r.skip_runtime(SMALL, 872, 128, attempt),
+        "truncation_runtime": r.minutes(r.truncation_seconds(SMALL, 872, 2000, 128), attempt),
+        "skip_runtime": r.minutes(r.skip_seconds(SMALL, 872, 128), attempt),
         "compare_mem_mb": r.compare_mem_mb(STORE_A, STORE_B, "validation", attempt),
-        "compare_runtime": r.compare_runtime(STORE_A, STORE_B, "validation", MEASURES, attempt),
+        "compare_runtime": r.minutes(r.compare_seconds(STORE_A, STORE_B, "validation", MEASURES), attempt),
         "align_mem_mb": r.align_mem_mb(STORE_A, STORE_B, "validation", attempt),
         "align_mem_mb synthetic": r.align_mem_mb(STORE_A, None, "validation", attempt),
-        "align_runtime": r.align_runtime(STORE_A, STORE_B, ALIGN, attempt),
-        "align_runtime synthetic": r.align_runtime(STORE_A, None, ALIGN, attempt),
+        "align_runtime": r.minutes(r.align_seconds(STORE_A, STORE_B, ALIGN), attempt),
+        "align_runtime synthetic": r.minutes(r.align_seconds(STORE_A, None, ALIGN), attempt),
     }
 
 
@@ -193,14 +193,14 @@ def test_a_job_with_no_work_asks_for_the_floor():
     empty = {"n_examples": 0, "n_layers": 6, "hidden_size": 384, "split_sizes": {}}
     for attempt in (1, 3):
         floor = r.MIN_MINUTES * attempt
-        assert r.extract_runtime(SMALL, 0, EXTRACTION, attempt) == floor
-        assert r.finetune_runtime(SMALL, SPEC | {"steps": 0}, 100, 0, attempt) == floor
-        assert r.truncation_runtime(SMALL, 0, 0, 128, attempt) == floor
-        assert r.skip_runtime(SMALL, 0, 128, attempt) == floor
-        assert r.compare_runtime(empty, empty, "validation", MEASURES, attempt) == floor
-        assert r.align_runtime(STORE_A, STORE_B, {"aligners": {}}, attempt) == floor
+        assert r.minutes(r.extract_seconds(SMALL, 0, EXTRACTION), attempt) == floor
+        assert r.minutes(r.finetune_seconds(SMALL, SPEC | {"steps": 0}, 100, 0), attempt) == floor
+        assert r.minutes(r.truncation_seconds(SMALL, 0, 0, 128), attempt) == floor
+        assert r.minutes(r.skip_seconds(SMALL, 0, 128), attempt) == floor
+        assert r.minutes(r.compare_seconds(empty, empty, "validation", MEASURES), attempt) == floor
+        assert r.minutes(r.align_seconds(STORE_A, STORE_B, {"aligners": {}}), attempt) == floor
     # the least work rounds up to a whole minute beyond the floor
-    assert r.extract_runtime(SMALL, 1, EXTRACTION, 1) == r.MIN_MINUTES + 1
+    assert r.minutes(r.extract_seconds(SMALL, 1, EXTRACTION), 1) == r.MIN_MINUTES + 1
 
 
 # ----------------------------------------------------------------- training steps
@@ -228,4 +228,4 @@ def test_stitch():
     # 6 maps, 100 steps of 8 x 128 tokens: 102,400 * (2 * 22.7e6 + 6 * 6 * 22.7e6) = 8.8330e13 FLOPs; evaluation
     # 1,000 rows: 128,000 * 2 * (22.7e6 + 7 * 22.7e6) = 4.6490e13; 1.3482e14 / 1e12 = 134.8 s = 2.25 min; + 5 -> 7.25
     assert r.stitch_seconds(SMALL, SMALL, 6, 100, 8, 128, 1000) == pytest.approx(134.82, abs=0.01)
-    assert r.stitch_runtime(SMALL, SMALL, 6, 100, 8, 128, 1000, 1) == 8
+    assert r.minutes(r.stitch_seconds(SMALL, SMALL, 6, 100, 8, 128, 1000), 1) == 8

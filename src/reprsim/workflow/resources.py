@@ -2,10 +2,11 @@
 
 Pure functions: they take what a job processes -- a model's facts (its meta.json: n_parameters,
 n_layers, hidden_size), row counts (a dataset's meta.json `sizes`), a Zarr store's attributes
-(n_examples, n_layers, hidden_size, split_sizes) -- and the settings from the config, and return
-ints scaled by Snakemake's `attempt`, so each retry (--retries) asks for more. rules/resources.smk
-reads the facts from a job's inputs and calls them. Standard library only: the rules load this
-whenever the DAG is built.
+(n_examples, n_layers, hidden_size, split_sizes) -- and the settings from the config. Memory comes as
+ints scaled by Snakemake's `attempt`, compute as seconds, which `minutes(seconds, attempt)` turns into
+the runtime a job asks, so each retry (--retries) asks for more. reprsim.workflow.job_costs applies them
+to a job (rules/resources.smk, reprsim plan). Standard library only: the rules load this whenever the
+DAG is built.
 """
 
 from __future__ import annotations
@@ -69,9 +70,6 @@ def extract_seconds(model: Mapping, rows: int, extraction: Mapping) -> float:
     return 2 * model["n_parameters"] * tokens / MODEL_FLOPS
 
 
-def extract_runtime(model: Mapping, rows: int, extraction: Mapping, attempt: int) -> int:
-    return minutes(extract_seconds(model, rows, extraction), attempt)
-
 
 # ----------------------------------------------------------------- finetune
 def finetune_mem_mb(base: Mapping, spec: Mapping, attempt: int) -> int:
@@ -86,9 +84,6 @@ def finetune_seconds(base: Mapping, spec: Mapping, n_train: int, n_validation: i
     evaluation = n_validation * spec["max_length"]
     return base["n_parameters"] * (6 * tokens + 2 * evaluation) / MODEL_FLOPS
 
-
-def finetune_runtime(base: Mapping, spec: Mapping, n_train: int, n_validation: int, attempt: int) -> int:
-    return minutes(finetune_seconds(base, spec, n_train, n_validation), attempt)
 
 
 # ----------------------------------------------------------------- pretrain
@@ -125,9 +120,6 @@ def pretrain_seconds(model: Mapping, spec: Mapping, n_validation: int) -> float:
     return model["n_parameters"] * (6 * tokens + 2 * evaluation) / MODEL_FLOPS
 
 
-def pretrain_runtime(model: Mapping, spec: Mapping, n_validation: int, attempt: int) -> int:
-    return minutes(pretrain_seconds(model, spec, n_validation), attempt)
-
 
 # ----------------------------------------------------------------- truncation and skip
 def evaluation_mem_mb(model: Mapping, rows: int, head_train: int, max_length: int, batch_size: int,
@@ -146,18 +138,12 @@ def truncation_seconds(model: Mapping, rows: int, head_train: int, max_length: i
     return 2 * model["n_parameters"] * passes * max_length / MODEL_FLOPS
 
 
-def truncation_runtime(model: Mapping, rows: int, head_train: int, max_length: int, attempt: int) -> int:
-    return minutes(truncation_seconds(model, rows, head_train, max_length), attempt)
-
 
 def skip_seconds(model: Mapping, rows: int, max_length: int) -> float:
     """A forward pass over the evaluation rows per skipped span of blocks (and one with none skipped)."""
     spans = 1 + model["n_layers"] * (model["n_layers"] + 1) // 2
     return 2 * model["n_parameters"] * rows * spans * max_length / MODEL_FLOPS
 
-
-def skip_runtime(model: Mapping, rows: int, max_length: int, attempt: int) -> int:
-    return minutes(skip_seconds(model, rows, max_length), attempt)
 
 
 # ----------------------------------------------------------------- compare
@@ -205,9 +191,6 @@ def compare_seconds(a: Mapping, b: Mapping, split: str, measures: Mapping[str, M
     return 2 * compared * widths[0] * widths[1] * cost / flops
 
 
-def compare_runtime(a: Mapping, b: Mapping, split: str, measures: Mapping[str, Mapping], attempt: int) -> int:
-    return minutes(compare_seconds(a, b, split, measures), attempt)
-
 
 # ----------------------------------------------------------------- align
 def aligner_passes(align: Mapping) -> int:
@@ -242,9 +225,6 @@ def align_seconds(a: Mapping, b: Mapping | None, align: Mapping) -> float:
     return flops / MODEL_FLOPS
 
 
-def align_runtime(a: Mapping, b: Mapping | None, align: Mapping, attempt: int) -> int:
-    return minutes(align_seconds(a, b, align), attempt)
-
 
 # ----------------------------------------------------------------- stitching
 def stitch_mem_mb(bottom: Mapping, top: Mapping, batch_size: int, length: int, attempt: int) -> int:
@@ -262,10 +242,6 @@ def stitch_seconds(bottom: Mapping, top: Mapping, maps: int, steps: int, batch_s
     evaluation = evaluation_rows * length * 2 * (bottom["n_parameters"] + (maps + 1) * top["n_parameters"])
     return (train + evaluation) / MODEL_FLOPS
 
-
-def stitch_runtime(bottom: Mapping, top: Mapping, maps: int, steps: int, batch_size: int, length: int,
-                   evaluation_rows: int, attempt: int) -> int:
-    return minutes(stitch_seconds(bottom, top, maps, steps, batch_size, length, evaluation_rows), attempt)
 
 
 # ----------------------------------------------------------------- token-level CKA
