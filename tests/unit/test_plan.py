@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, planned_jobs, snakemake
+from conftest import REPO, SHARED_GLUE, copy_workflow, planned_jobs, snakemake
 
 from reprsim.config import load_yaml, validate_config
 from reprsim.workflow import dag, planning
@@ -41,6 +41,7 @@ def test_the_plan_of_the_default_config(tmp_path, capsys):
     assert "not priced" not in printed  # the package model and the shipped sample are sized offline
 
 
+@pytest.mark.skipif(not SHARED_GLUE.is_dir(), reason=f"shared GLUE files not found at {SHARED_GLUE}")
 def test_a_local_dataset_is_counted_and_a_missing_file_named(tmp_path, capsys):
     """reprsim plan counts a local dataset's rows with the data stage's reader; where its file is not found from
     the run directory, it says which file, from where, and nothing is priced."""
