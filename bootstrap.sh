@@ -42,7 +42,7 @@ export TOKENIZERS_PARALLELISM=false
 command=${1:-}
 shift || true
 case "$command" in
-    run)  exec "$venv/bin/snakemake" --cores "${CORES:-2}" "$@" ;;
+    run)  exec "$venv/bin/snakemake" --cores "${CORES:-all}" "$@" ;;
     test) # no test path among the arguments (e.g. `-k cka`): the fast tier, filtered by them
           named=no
           for arg in "$@"; do [ -e "${arg%%::*}" ] && named=yes; done

@@ -18,7 +18,7 @@ rule align_layers:
         splits=canonical(ALIGN["splits"]),
         layers=ALIGN["layers"],
         seed=ALIGN["seed"],
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=align_mem_mb,
@@ -43,7 +43,7 @@ rule synthetic_recovery:
         splits=canonical(ALIGN["splits"]),
         layers=ALIGN["synthetic"]["layers"],
         map_seeds=ALIGN["synthetic"]["map_seeds"],
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=align_mem_mb,
@@ -70,7 +70,7 @@ rule layer_injection:
         aligners=canonical(aligner_specs()),
         splits=canonical(ALIGN["splits"]),
         seed=ALIGN["seed"],
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=align_mem_mb,

@@ -7,8 +7,14 @@ import re
 from itertools import combinations_with_replacement
 
 from reprsim.config import first_label
+from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
 from reprsim.workflow.codedeps import code_dependencies
+
+# Threads of the model rules (fine-tuning, extraction, truncation, skipping, stitching, aligners). Measured on this
+# project's 2-core machine, a second thread gains a job 1.0-1.6× (README, "Both cores busy"), less than a second
+# job running beside it, so each takes one core while there are few; a bigger machine gives them more.
+JOB_THREADS = max(1, (workflow.cores or 1) // 4)
 
 DATASETS = sorted(config["datasets"])
 MODELS = sorted(config["models"])
@@ -50,7 +56,7 @@ wildcard_constraints:
     model=_one_of(MODELS),
     model_a=_one_of(MODELS),
     model_b=_one_of(MODELS),
-    representation=_one_of(REPRESENTATIONS),
+    representation=_one_of(sorted({*REPRESENTATIONS, "cls"})),
 
 
 def canonical(value):
@@ -96,6 +102,32 @@ def per_pair(template, representations, datasets, pairs):
 WORD_PAIRS = config["similarity"]["word"]["pairs"]
 PAIRS_OF = {r: unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None else PAIRS
             for r in REPRESENTATIONS}
+
+
+def siblings(model):
+    """Models fine-tuned exactly like `model` (same base, data, settings) but from another seed."""
+    def recipe(name):
+        return {k: v for k, v in config["models"][name].items() if k != "seed"}
+
+    return [m for m in FINETUNED if m != model and recipe(m) == recipe(model)]
+
+
+# Layer views (finetune_eval.layer_views; Phang et al. 2021, §3): CLS-token linear CKA between the layers of a
+# fine-tuned model, its base and its seed siblings, computed by pair jobs of representation "cls" like any other
+# pair (the same null, interval and per-model terms), with the configured linear CKA's draws.
+VIEW_LABEL = view_label(config)
+
+
+def view_pairs(model):
+    """The (sorted) model pairs of a fine-tuned model's views: ORIG–ORIG, FT–ORIG, FT–FT, FT[a]–FT[b]."""
+    base = config["models"][model]["base"]
+    return unordered([(base, base), (model, base), (model, model), *((model, s) for s in siblings(model))])
+
+
+def view_tables(model, template):
+    """`template` (pair table or replicates) of every pair a fine-tuned model's layer views read."""
+    dataset = config["models"][model]["dataset"]
+    return [template.format(representation="cls", dataset=dataset, model_a=a, model_b=b) for a, b in view_pairs(model)]
 
 
 def per_compared_pair(template):

@@ -1,17 +1,11 @@
 # Stage compare: one job per unordered model pair (and each model with itself), all layer pairs
 # inside; then the pair tables in one, and the summaries over all pairs.
+from reprsim.workflow import measures as workflow_measures
 
 
 def pair_measures(representation):
-    """The measures of one representation's pair jobs: similarity.word picks those run at word level
-    and may set their permutation and resample counts (n words costs more than n sentences)."""
-    if representation != "word":
-        return config["measures"]
-    word = config["similarity"]["word"]
-    counts = {key: word[source] for key, source in (("null_permutations", "permutations"),
-                                                    ("resamples", "resamples")) if word[source] is not None}
-    return {label: {**spec, **counts} for label, spec in config["measures"].items()
-            if word["measures"] is None or label in word["measures"]}
+    """reprsim.workflow.measures.pair_measures for this config."""
+    return workflow_measures.pair_measures(config, representation)
 
 
 # Pair jobs on a GPU (similarity.device: cuda) ask for one, and only then: on SLURM, profiles/slurm routes
@@ -19,10 +13,45 @@ def pair_measures(representation):
 PAIR_GPU = {"gpu": 1} if config["similarity"]["device"] == "cuda" else {}
 
 
+def terms_params(representation):
+    """What a model's terms (and its pair jobs' half-samples) depend on: the representation's measures, the
+    interval settings, and at word level which words."""
+    return {"measures": canonical(pair_measures(representation)),
+            "words": canonical(config["similarity"]["word"] if representation == "word" else None),
+            "intervals": canonical(config["similarity"]["intervals"])}
+
+
+# One model's share of every pair job it is in (Gram terms, principal directions, neighbour lists), computed once.
+rule model_terms:
+    input:
+        store=lambda wildcards: store(wildcards.dataset, wildcards.model),
+        code=code("model_terms"),
+    output:
+        terms=directory(paths.MODEL_TERMS),
+    log:
+        paths.log(paths.MODEL_TERMS),
+    params:
+        split=config["similarity"]["split"],
+        measures=lambda wildcards: terms_params(wildcards.representation)["measures"],
+        words=lambda wildcards: terms_params(wildcards.representation)["words"],
+        intervals=lambda wildcards: terms_params(wildcards.representation)["intervals"],
+    threads: 1
+    resources:
+        mem_mb=terms_mem_mb,
+        runtime=terms_runtime,
+        **PAIR_GPU,
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/model_terms.py"
+
+
 rule compare_pair:
     input:
         a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
         b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
+        terms_a=lambda wildcards: paths.MODEL_TERMS.format(**{**wildcards, "model": wildcards.model_a}),
+        terms_b=lambda wildcards: paths.MODEL_TERMS.format(**{**wildcards, "model": wildcards.model_b}),
         code=code("compare_pair"),
     output:
         table=paths.PAIR_TABLE,

@@ -13,7 +13,7 @@ rule extract_activations:
     params:
         settings=canonical(config["extraction"] | {"datasets": None}),
         device=config["device"],
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=extract_mem_mb,

@@ -7,21 +7,6 @@ def finetune_inputs(wildcards):
     return {"base": model_dir(spec["base"]), "dataset": dataset_dir(spec["dataset"])}
 
 
-def siblings(model):
-    """Models fine-tuned exactly like `model` (same base, data, settings) but from another seed."""
-    def recipe(name):
-        return {k: v for k, v in config["models"][name].items() if k != "seed"}
-
-    return [m for m in FINETUNED if m != model and recipe(m) == recipe(model)]
-
-
-def layer_view_stores(wildcards):
-    """The stores a fine-tuned model's layer views read: its own, its base's, its siblings'."""
-    spec = config["models"][wildcards.model]
-    names = [wildcards.model, spec["base"], *siblings(wildcards.model)]
-    return {name: store(spec["dataset"], name) for name in names}
-
-
 rule finetune_model:
     input:
         unpack(finetune_inputs),
@@ -35,7 +20,7 @@ rule finetune_model:
         device=config["device"],
     wildcard_constraints:
         model=_one_of(FINETUNED),
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=finetune_mem_mb,
@@ -63,7 +48,7 @@ rule truncation:
         device=config["device"],
     wildcard_constraints:
         model=_one_of(FINETUNED),
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=evaluation_mem_mb,
@@ -89,7 +74,7 @@ rule skip:
         device=config["device"],
     wildcard_constraints:
         model=_one_of(FINETUNED),
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=evaluation_mem_mb,
@@ -102,7 +87,8 @@ rule skip:
 
 rule layer_views:
     input:
-        unpack(layer_view_stores),
+        tables=lambda wildcards: view_tables(wildcards.model, paths.PAIR_TABLE),
+        replicates=lambda wildcards: view_tables(wildcards.model, paths.PAIR_RESAMPLES),
         code=code("layer_views"),
     output:
         table=paths.LAYER_VIEWS_TABLE,
@@ -112,7 +98,8 @@ rule layer_views:
     params:
         base=lambda wildcards: config["models"][wildcards.model]["base"],
         siblings=lambda wildcards: siblings(wildcards.model),
-        split=config["similarity"]["split"],
+        label=VIEW_LABEL,
+        confidence=config["similarity"]["intervals"]["confidence"],
     wildcard_constraints:
         model=_one_of(FINETUNED),
     threads: 1

@@ -63,7 +63,7 @@ rule pretrain_model:
         device=config["device"],
     wildcard_constraints:
         model=_one_of(PRETRAINED),
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=pretrain_mem_mb,

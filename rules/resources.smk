@@ -37,6 +37,7 @@ pretrain_mem_mb, pretrain_runtime = _mem_mb("pretrain_model"), _runtime("pretrai
 evaluation_mem_mb = _mem_mb("truncation")
 truncation_runtime, skip_runtime = _runtime("truncation"), _runtime("skip")
 compare_mem_mb, compare_runtime = _mem_mb("compare_pair"), _runtime("compare_pair")
+terms_mem_mb, terms_runtime = _mem_mb("model_terms"), _runtime("model_terms")
 token_cka_mem_mb = _mem_mb("token_cka")
 align_mem_mb, align_runtime = _mem_mb("align_layers"), _runtime("align_layers")
 stitch_mem_mb, stitch_runtime = _mem_mb("stitch"), _runtime("stitch")

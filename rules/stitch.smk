@@ -26,7 +26,7 @@ def stitch_inputs(wildcards):
 
 def stitch_settings(wildcards):
     settings = {key: STITCH[key] for key in ("layers", "phi", "steps", "batch_size", "optimizer", "split",
-                                             "max_examples", "max_length", "context", "seeds", "init_tokens",
+                                             "max_examples", "max_length", "context", "seeds", "init_tokens", "heldout",
                                              "chance_permutations")}
     settings["objective"] = STITCH_OBJECTIVE[(wildcards.dataset, wildcards.model_a, wildcards.model_b)]
     if wildcards.model_a == wildcards.model_b:
@@ -48,7 +48,7 @@ rule stitch:
         settings=stitch_settings,
         intervals=canonical(config["similarity"]["intervals"]),
         device=config["device"],
-    threads: 2
+    threads: JOB_THREADS
     resources:
         gpu=1,
         mem_mb=stitch_mem_mb,

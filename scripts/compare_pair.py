@@ -1,6 +1,8 @@
 """Snakemake entry point: every layer pair of one model pair (rules/compare.smk)."""
 import json
 
+import torch
+
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
 from reprsim.stages.compare.pairs import compare_pair
@@ -10,6 +12,7 @@ from reprsim.stages.compare.pairs import compare_pair
 similarity = snakemake.config["similarity"]
 
 with tee_to_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
     table, replicates = compare_pair(
         snakemake.input.a,
         snakemake.input.b,
@@ -21,6 +24,7 @@ with tee_to_log(snakemake.log[0]):
         words=json.loads(snakemake.params.words),
         device=similarity.get("device", "cpu"),
         max_memory_gb=similarity.get("max_memory_gb"),
+        terms=(snakemake.input.terms_a, snakemake.input.terms_b),
     )
     write_parquet(snakemake.output.replicates, replicates)
     write_parquet(snakemake.output.table, table)

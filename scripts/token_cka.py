@@ -1,11 +1,14 @@
 """Snakemake entry point: token-level minibatch CKA of one model pair (rules/compare.smk)."""
 import json
 
+import torch
+
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
 from reprsim.stages.compare.tokens import token_cka_table
 
 with tee_to_log(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
     tokens = json.loads(snakemake.params.tokens)
     table = token_cka_table(
         snakemake.input.a,

@@ -125,6 +125,34 @@ def test_skipping_nothing_is_the_full_model_and_spans_are_complete(tuned, tiny_d
     assert nothing == pytest.approx(meta["validation_accuracy"])
 
 
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_continuing_from_the_full_models_stream_gives_the_shortened_models_logits(tuned, tiny_dataset, family):
+    """skip_spans continues the model after a span from the full model's stream before it: every span's logits are
+    those of the model with the span's blocks removed from its block list, to the bit."""
+    from reprsim.nets.classifiers import eval_batches, set_blocks, transformer_blocks
+    from reprsim.nets.streams import continued_from, model_inputs, streams_and_output
+    from reprsim.stages.finetune.evaluation import evaluation_setup
+
+    frame, tokenizer, model, max_length = evaluation_setup(tuned[family][0], tiny_dataset, "validation",
+                                                           torch.device("cpu"))
+    blocks = transformer_blocks(model)
+    depth = len(blocks)
+    with torch.inference_mode():
+        for batch in eval_batches(tokenizer, frame, 7, max_length, torch.device("cpu")):
+            streams, full = streams_and_output(model, batch, range(depth))
+            assert torch.equal(full.logits, model(**model_inputs(batch)).logits)
+            for start in range(1, depth + 1):
+                for end in range(start, depth + 1):
+                    with continued_from(model, end) as state:
+                        state.stream = streams[start - 1]
+                        continued = model(**model_inputs(batch)).logits
+                    set_blocks(model, torch.nn.ModuleList(
+                        [b for index, b in enumerate(blocks, start=1) if not start <= index <= end]))
+                    shortened = model(**model_inputs(batch)).logits
+                    set_blocks(model, blocks)
+                    assert torch.equal(continued, shortened), (start, end)
+
+
 def test_skipping_the_top_blocks_equals_untuned_truncation(tuned, tiny_dataset):
     """Skipping blocks l+1..L feeds layer l to the head: the UNTUNED truncation value at l (BERT)."""
     directory, meta = tuned["bert"]

@@ -13,13 +13,8 @@ from reprsim.io.datasets import load_split
 from reprsim.stages.data.prepare import prepare_dataset
 from reprsim.stages.finetune.training import finetune_model
 from reprsim.stages.stitch.pairs import layer_pairs, stitch_pair
-from reprsim.stages.stitch.stitched import (
-    continued_from,
-    least_squares_start,
-    make_phi,
-    model_inputs,
-    residual_stream,
-)
+from reprsim.nets.streams import continued_from, model_inputs, residual_stream
+from reprsim.stages.stitch.stitched import least_squares_start, make_phi
 
 CPU = torch.device("cpu")
 SPEC = {"source": "finetune", "base": "bert", "dataset": "task", "steps": 300, "batch_size": 16,
@@ -80,6 +75,25 @@ def test_a_learned_map_starts_at_the_model_and_stays_near_it(seeds, task):
     assert len(replicates) == len(trained) * FAST["resamples"]
     after = load_classifier(seeds[1], CPU).state_dict()
     assert all(torch.equal(before[name], after[name]) for name in before)
+
+
+def test_a_map_that_training_makes_worse_on_held_out_training_rows_ends_at_its_start(seeds, task):
+    """Held-out rows of the training split decide: SGD at learning rate 50 wrecks the map (its loss there rises),
+    so it ends at the identity it started from and scores as the model does; a gentle optimiser's improvement is
+    kept. The held-out rows are never trained on (the start's loss is the same under every optimiser)."""
+    wrecking = {**FAST, "optimizer": {"name": "sgd", "learning_rate": 50.0, "warmup_steps": 0, "schedule": "constant"}}
+    own = own_scores(seeds[1], task)["accuracy"]
+    wrecked, _ = stitch_pair(seeds[1], seeds[1], task, phis=["affine"], steps=5, heldout=64, layers=[(1, 1)],
+                             **wrecking)
+    accuracy = rows(wrecked, "affine").iloc[0]
+    assert accuracy["kept"] == "start" and accuracy["heldout_trained_loss"] > accuracy["heldout_start_loss"]
+    assert accuracy["value"] == own
+    gentle, _ = stitch_pair(seeds[1], seeds[1], task, phis=["affine"], steps=5, heldout=64, layers=[(1, 1)], **FAST)
+    kept = rows(gentle, "affine").iloc[0]
+    assert kept["heldout_start_loss"] == accuracy["heldout_start_loss"]
+    assert (kept["kept"] == "trained") == (kept["heldout_trained_loss"] < kept["heldout_start_loss"])
+    no_heldout, _ = stitch_pair(seeds[1], seeds[1], task, phis=["affine"], steps=5, layers=[(1, 1)], **wrecking)
+    assert rows(no_heldout, "affine").iloc[0]["kept"] == "trained"  # heldout 0: training has the last word
 
 
 def test_training_never_changes_the_stitched_models(seeds, task):

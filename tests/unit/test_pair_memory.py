@@ -73,12 +73,14 @@ def test_mutual_knn_from_neighbour_lists_equals_the_neighbour_matrices(stacks):
     n, k = Xs.shape[1], 4
     dense = (knn.neighbours(Xs, k).flatten(1) @ knn.neighbours(Ys, k).flatten(1).T) / (k * n)
     perms = permutation.permutations(n, 3, 0, Xs.device)
-    rows = [torch.as_tensor(i) for i in half_samples(n, 3, 0)]
+    indices = half_samples(n, 3, 0)
+    rows = [torch.as_tensor(i) for i in indices]
     results = []
     for gb in (None, tiny_budget_gb(n, 0.3)):  # whole similarity matrices, then blocks of rows
         with memory.budget(gb):
-            results.append((knn.mutual_knn_layers(Xs, Ys, k)[0], permutation._knn_draws(Xs, Ys, perms, k),
-                            subsample._knn_draws(Xs, Ys, rows, k)))
+            results.append((knn.mutual_knn_layers(Xs, Ys, k)[0],
+                            permutation.null_draws("mutual_knn", Xs, Ys, perms, None, k=k)[0][:, 0],
+                            subsample.replicate_draws("mutual_knn", Xs, Ys, indices, None, k=k)[0][:, 0]))
     for values, null, replicates in results:
         assert torch.equal(values, dense)
         for draw, p in zip(null, perms):  # the permuted-neighbours route is recomputing on permuted rows
@@ -107,11 +109,12 @@ def test_the_profile_routes_pair_jobs_to_the_gpu_only_when_asked(monkeypatch):
     group = profile["groups"]["compare_pair"]
     for rule in (r for r, g in profile["groups"].items() if g == group):
         assert routed[rule]["slurm_partition"] == "'a100'", rule
-        assert "gpu" not in routed[rule] or rule == "compare_pair"
+        assert "gpu" not in routed[rule] or rule in ("compare_pair", "model_terms")
 
 
-def test_the_pair_rule_asks_for_a_gpu_only_on_cuda():
+def test_the_pair_rules_ask_for_a_gpu_only_on_cuda():
     text = (REPO / "rules" / "compare.smk").read_text()
-    rule = text.split("rule compare_pair:")[1].split("\nrule ")[0]
-    assert "**PAIR_GPU" in rule.split("resources:")[1].split("conda:")[0]
+    for name in ("model_terms", "compare_pair"):
+        rule = text.split(f"rule {name}:")[1].split("\nrule ")[0]
+        assert "**PAIR_GPU" in rule.split("resources:")[1].split("conda:")[0], name
     assert 'PAIR_GPU = {"gpu": 1} if config["similarity"]["device"] == "cuda" else {}' in text

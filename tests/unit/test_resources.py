@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reprsim.workflow import facts, job_costs, plan
+from reprsim.workflow import facts, job_costs, pair_work, plan
 from reprsim.workflow import resources as r
 
 # A MiniLM-sized model (meta.json facts): 22.7M parameters, 6 layers, 384 wide.
@@ -19,7 +19,6 @@ SPEC = {"source": "finetune", "base": "small", "batch_size": 32, "max_length": 1
 # Zarr attributes of two stores: the small model, and a 12-layer 768-wide one.
 STORE_A = {"n_examples": 2000, "n_layers": 6, "hidden_size": 384, "split_sizes": {"train": 1128, "validation": 872}}
 STORE_B = {"n_examples": 2000, "n_layers": 12, "hidden_size": 768, "split_sizes": {"train": 1128, "validation": 872}}
-MEASURES = {"cka": {"measure": "cka"}, "rsa": {"measure": "rsa", "null_permutations": 100}}
 ALIGN = {
     "aligners": {"ridge": {"aligner": "ridge", "params": {}},  # closed form: 3 passes
                  "inn": {"aligner": "inn", "params": {"epochs": 20}},  # 20
@@ -31,7 +30,8 @@ ALIGN = {
 
 # ----------------------------------------------------------------- worked values
 def test_constants():
-    assert (r.MODEL_FLOPS, r.CORE_FLOPS, r.MIN_MINUTES) == (1e12, 4e10, 5)
+    assert (r.MODEL_FLOPS, r.MIN_MINUTES) == (1e12, 5)
+    assert r.CORE_FLOPS == pair_work.CORE_FLOPS
     assert plan.DEFAULT_STEPS == 300
 
 
@@ -117,30 +117,85 @@ def test_compare():
     # 8,720 rows: every layer's would be 24,330 MB, so the budget binds: 2000 + 608.256 + 8 * 1073.7 = 11197.86
     more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
     assert r.compare_mem_mb(more, STORE_B, "validation", 1, gram_budget_gb=8) == 11197
-    # measures: 1 + (1 + 100 permutations, each a recomputation) = 102; 2*872*2688*9984*102 = 4.7740e12 FLOPs
-    # / 4e10 = 119.35 s = 1.989 min; + 5 -> 6.99
-    assert r.minutes(r.compare_seconds(STORE_A, STORE_B, "validation", MEASURES), 1) == 7
-    assert r.minutes(r.compare_seconds(STORE_A, STORE_B, "validation", MEASURES), 2) == 14  # ceil(13.98)
 
 
-def test_compare_prices_each_measure_at_its_measured_cost():
-    """benchmarks/pair_job.py: an SVCCA evaluation costs 0.07 of linear CKA's, an RBF CKA one 4 times it."""
-    def seconds(spec):
-        return r.compare_seconds(STORE_A, STORE_B, "validation", {"m": spec})
-
-    linear = seconds({"measure": "cka", "params": {"kernel": "linear"}})
-    assert seconds({"measure": "svcca"}) == pytest.approx(0.07 * linear)
-    assert seconds({"measure": "cka", "params": {"kernel": "rbf"}}) == pytest.approx(4 * linear)
-    assert seconds({"measure": "svcca", "null_permutations": 9}) == pytest.approx(0.7 * linear)
+# ----------------------------------------------------------------- pair jobs: routes counted (pair_work)
+DEFAULT_CKA = {"measure": "cka", "params": {"kernel": "linear", "estimator": "biased"}}
 
 
-def test_compare_runtime_counts_only_the_compared_rows():
-    # the pair job reads one split: rows of other splits cost nothing ("test" is not extracted here)
-    many = STORE_A | {"n_examples": 100_000}
-    assert r.minutes(r.compare_seconds(many, STORE_B, "test", MEASURES), 1) == r.MIN_MINUTES
-    # 10x the compared rows, 10x the measure work: 19.89 min; + 5 -> 24.89
+def test_linear_cka_routes_worked_example():
+    """Two 7-layer models, 872 rows, 30 permutations and 30 half-samples (the default run's MiniLM pair)."""
+    work = dict((part, (flops, nbytes)) for part, flops, nbytes in pair_work.pair_work(DEFAULT_CKA, 7, 384, 7, 384,
+                                                                                      872, 30, 30))
+    grams = 872 * 872
+    assert work["value"] == (2 * 49 * grams, 8 * 14 * grams)  # 74.5 MFLOP; both sides' Grams read once
+    # every permutation gathers one side's 7 Grams' upper triangles (read + write) and multiplies them with the other
+    # side's (read once)
+    half = 872 * 873 / 2
+    assert work["null: permuted Grams"] == (0, 30 * 2 * 8 * 7 * half)
+    assert work["null: inner products"] == (30 * 2 * 49 * half, 30 * 8 * 7 * half + 8 * 7 * half)
+    # per X layer: its products with Y's 7 Grams (elementwise) and their sums over each half-sample (1 + 2R)
+    assert work["interval: masked products"] == (49 * grams * 61, 8 * 7 * grams * 15)
+    terms = dict((part, (f, b)) for part, f, b in pair_work.terms_work(DEFAULT_CKA, 7, 384, 872, 30))
+    assert terms["Grams"] == (2 * 7 * grams * 384, 8 * 7 * grams * 2)
+
+
+def test_the_floor_is_each_primitive_at_its_binding_rate():
+    work = [("compute", 4e10, 1e9), ("memory", 1e9, 3e10)]
+    assert pair_work.floor_seconds(work, flops=2e10, bandwidth=1e10) == pytest.approx(2.0 + 3.0)
+
+
+def test_a_pair_job_prices_measures_at_floor_times_the_measured_ratio():
+    shape = (7, 384, 7, 384, 872)
+    linear = {**DEFAULT_CKA, "null_permutations": 30, "resamples": 30}
+    alone = pair_work.pair_seconds({"a": linear}, *shape)
+    floor = pair_work.floor_seconds(pair_work.pair_work(linear, *shape, 30, 30))
+    assert alone == pytest.approx(pair_work.ACHIEVED["gram"] * floor)
+    # the unbiased estimator with as many or fewer draws reuses the biased one's products; more draws cost more
+    unbiased = {"measure": "cka", "params": {"estimator": "unbiased"}, "null_permutations": 20, "resamples": 30}
+    assert pair_work.pair_seconds({"a": linear, "b": unbiased}, *shape) == pytest.approx(alone)
+    assert pair_work.pair_seconds({"a": linear, "b": {**unbiased, "null_permutations": 40}}, *shape) > alone
+
+
+def test_a_models_terms_price_each_family_once_and_store_grams_only_while_small():
+    linear = {**DEFAULT_CKA, "null_permutations": 30, "resamples": 30}
+    unbiased = {"measure": "cka", "params": {"estimator": "unbiased"}}
+    svcca = {"measure": "svcca", "params": {"pca_dims": 64}}
+    pwcca = {"measure": "pwcca", "params": {"pca_dims": 64}}
+    one = pair_work.terms_seconds({"a": linear}, 7, 384, 872, 30)
+    assert one == pytest.approx(pair_work.TERMS_ACHIEVED["gram"] * pair_work.floor_seconds(
+        pair_work.terms_work(linear, 7, 384, 872, 30)))
+    # both CKA estimators read one set of Grams; SVCCA and PWCCA cut their bases from one SVD per layer
+    assert pair_work.terms_seconds({"a": linear, "b": unbiased}, 7, 384, 872, 30) == pytest.approx(one)
+    bases = pair_work.terms_seconds({"s": svcca}, 7, 384, 872, 30)
+    assert pair_work.terms_seconds({"s": svcca, "p": pwcca}, 7, 384, 872, 30) == pytest.approx(bases)
+    # stored: 7 centred Grams of 872 rows (42.6 MB) and the half-sample terms; at 10,000 rows the Grams (5.6 GB)
+    # are left to the pair jobs, which rebuild them from the stack
+    half = 8 * (7 * 872 + 7 + 30 * 7 * 436 + 30 * 7)
+    assert pair_work.terms_bytes({"a": linear}, 7, 384, 872, 30) == 8 * 7 * 872**2 + half
+    assert pair_work.terms_bytes({"a": linear}, 7, 384, 10_000, 30) == 8 * (7 * 10_000 + 7 + 30 * 7 * 5000 + 30 * 7)
+    assert pair_work.terms_bytes({"a": linear, "b": unbiased}, 7, 384, 872, 30) == 8 * 7 * 872**2 + half
+    # SVCCA's bases are cut by its variance threshold, PWCCA's are not: two sets of (n, 64) bases and (64, d) maps
+    assert pair_work.terms_bytes({"s": svcca, "p": pwcca}, 7, 384, 872, 30) == 2 * 8 * 7 * (872 * 64 + 64 * 384)
+
+
+def test_compare_runtime_counts_only_the_compared_rows_and_grows_with_them():
+    config = {"similarity": {"split": "validation", "chance": {"permutations": 30}, "intervals": {"resamples": 30},
+                             "representations": ["mean"], "device": "cpu"}, "measures": {"cka": DEFAULT_CKA}}
+
+    class Facts:
+        def __init__(self, stores):
+            self.stores = stores
+
+        def store(self, dataset, model):
+            return self.stores[model]
+
+    w = {"dataset": "d", "representation": "mean", "model_a": "a", "model_b": "b"}
+    base = job_costs.compare_seconds(Facts({"a": STORE_A, "b": STORE_B}), config, w)
+    many = STORE_A | {"n_examples": 100_000}  # rows of other splits cost nothing
+    assert job_costs.compare_seconds(Facts({"a": many, "b": STORE_B}), config, w) == base
     more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
-    assert r.minutes(r.compare_seconds(more, STORE_B, "validation", MEASURES), 1) == 25
+    assert job_costs.compare_seconds(Facts({"a": more, "b": STORE_B}), config, w) > 50 * base  # O(n²) routes
 
 
 def test_align():
@@ -172,7 +227,9 @@ def every_estimate(attempt: int) -> dict[str, int]:
         "truncation_runtime": r.minutes(r.truncation_seconds(SMALL, 872, 2000, 128), attempt),
         "skip_runtime": r.minutes(r.skip_seconds(SMALL, 872, 128), attempt),
         "compare_mem_mb": r.compare_mem_mb(STORE_A, STORE_B, "validation", attempt),
-        "compare_runtime": r.minutes(r.compare_seconds(STORE_A, STORE_B, "validation", MEASURES), attempt),
+        "compare_runtime": r.minutes(pair_work.pair_seconds({"cka": {**DEFAULT_CKA, "null_permutations": 30,
+                                                                      "resamples": 30}}, 7, 384, 13, 768, 872),
+                                     attempt),
         "align_mem_mb": r.align_mem_mb(STORE_A, STORE_B, "validation", attempt),
         "align_mem_mb synthetic": r.align_mem_mb(STORE_A, None, "validation", attempt),
         "align_runtime": r.minutes(r.align_seconds(STORE_A, STORE_B, ALIGN), attempt),
@@ -197,7 +254,7 @@ def test_a_job_with_no_work_asks_for_the_floor():
         assert r.minutes(r.finetune_seconds(SMALL, SPEC | {"steps": 0}, 100, 0), attempt) == floor
         assert r.minutes(r.truncation_seconds(SMALL, 0, 0, 128), attempt) == floor
         assert r.minutes(r.skip_seconds(SMALL, 0, 128), attempt) == floor
-        assert r.minutes(r.compare_seconds(empty, empty, "validation", MEASURES), attempt) == floor
+        assert r.minutes(pair_work.pair_seconds({"cka": DEFAULT_CKA}, 7, 384, 7, 384, 0), attempt) == floor
         assert r.minutes(r.align_seconds(STORE_A, STORE_B, {"aligners": {}}), attempt) == floor
     # the least work rounds up to a whole minute beyond the floor
     assert r.minutes(r.extract_seconds(SMALL, 1, EXTRACTION), 1) == r.MIN_MINUTES + 1
@@ -229,3 +286,19 @@ def test_stitch():
     # 1,000 rows: 128,000 * 2 * (22.7e6 + 7 * 22.7e6) = 4.6490e13; 1.3482e14 / 1e12 = 134.8 s = 2.25 min; + 5 -> 7.25
     assert r.stitch_seconds(SMALL, SMALL, 6, 100, 8, 128, 1000) == pytest.approx(134.82, abs=0.01)
     assert r.minutes(r.stitch_seconds(SMALL, SMALL, 6, 100, 8, 128, 1000), 1) == 8
+
+
+def test_the_cost_model_knows_when_grams_do_not_fit_in_memory():
+    """pair_work's rule is the metrics' (restated there: a pair job's code inputs stay free of the cost model);
+    beyond it a CKA measure is priced as recomputed per draw."""
+    from reprsim.metrics import memory
+    from reprsim.metrics.cka import grams_fit
+
+    for n, gb in ((872, 8.0), (7680, 8.0), (7680, 16.0), (7680, 28.0)):
+        with memory.budget(gb):
+            assert pair_work.grams_fit(13, 13, n, gb) == grams_fit((13, n, 768), (13, n, 768))
+    linear = {**DEFAULT_CKA, "null_permutations": 20, "resamples": 20}
+    work = pair_work.pair_work(linear, 13, 768, 13, 768, 7680, 20, 20, memory_gb=8)
+    assert all(part.endswith("cross products") for part, _, _ in work)
+    assert not any(part.endswith("cross products") for part, _, _ in pair_work.pair_work(linear, 13, 768, 13, 768,
+                                                                                         7680, 20, 20, memory_gb=28))

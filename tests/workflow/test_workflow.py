@@ -221,9 +221,13 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
         "model_summary_figure": 1, "localization_figure": 1, **stitching_figures, "report": 1, "all": 1}
     # the fine-tuning code reruns the fine-tuned models and everything downstream of them, nothing else
     untouched_pairs = 6  # among minilm, tiny-bert-s0 and tiny-gpt2
+    # the layer views' CLS-token pairs (representation cls): the base with itself, each seed with the base,
+    # itself and its sibling; all but the base's own involve a fine-tuned seed. Each seed's terms, per representation
+    view_pairs = 5
     assert jobs_after_edit(workflow, "scripts/finetune_model.py") == {
         "finetune_model": 2, "extract_activations": 2, "truncation": 2, "skip": 2, "layer_views": 2,
-        **finetune_figures, "compare_pair": N_PAIRS - untouched_pairs, "pair_heatmap": N_PAIRS - untouched_pairs,
+        **finetune_figures, "model_terms": 2 * 2, "compare_pair": N_PAIRS - untouched_pairs + view_pairs,
+        "pair_heatmap": N_PAIRS - untouched_pairs,
         "layer_injection": 1, "aggregate_pairs": 1, **summaries, "stitch": 4, "aggregate_stitching": 1,
         **stitching_figures, "findings": 1, "report": 1, "all": 1}
 
@@ -241,9 +245,10 @@ def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
     planned = set(planned_jobs(output))
     assert {"pair_heatmap", "layer_views_figure", "report"} <= planned  # their tables change
     assert not {"truncation", "truncation_figure", "skip", "finetune_model"} & planned  # no measure there
-    # the aligners compute CCA-family maps through the measure library, so they count too
+    # the aligners compute CCA-family maps through the measure library, so they count too; the layer views read
+    # pair tables (their CKA comes from pair jobs), not the measure code
     assert rules_with_code_input(output, "metrics/cka.py") == {
-        "compare_pair", "model_distances", "layer_views", "align_layers", "synthetic_recovery", "layer_injection"}
+        "model_terms", "compare_pair", "model_distances", "align_layers", "synthetic_recovery", "layer_injection"}
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):
@@ -252,7 +257,8 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
     (workflow / "more.yaml").write_text(yaml.safe_dump(config))
     output = dry_run(workflow, "--configfile", "more.yaml")
     jobs = planned_jobs(output)
-    assert jobs == {"materialize_model": 1, "extract_activations": 1, "compare_pair": 6, "pair_heatmap": 6,
+    assert jobs == {"materialize_model": 1, "extract_activations": 1, "model_terms": 1, "compare_pair": 6,
+                    "pair_heatmap": 6,
                     "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
                     "model_distance_figure": 1, "localization_figure": 1, "model_summary_figure": 1, "findings": 1,
                     "stitching_figure": 1, "report": 1, "all": 1}  # its CKA panel reads the pair table
@@ -268,7 +274,8 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
     output = dry_run(workflow, "--configfile", "seeds.yaml")
     assert planned_jobs(output) == {
         "finetune_model": 1, "extract_activations": 1, "truncation": 1, "truncation_figure": 1, "skip": 1,
-        "skip_figure": 1, "layer_views": 3, "layer_views_figure": 3, "compare_pair": 6, "pair_heatmap": 6,
+        "skip_figure": 1, "layer_views": 3, "layer_views_figure": 3, "model_terms": 2,
+        "compare_pair": 6 + 4, "pair_heatmap": 6,  # its 6 pairs, and its views' CLS pairs: base, itself, 2 siblings
         "layer_injection": 2, "stitch": 5, "aggregate_stitching": 1, "stitch_figure": 2, "stitching_figure": 1,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
         "localization_figure": 1, "model_summary_figure": 1, "findings": 1, "report": 1, "all": 1}

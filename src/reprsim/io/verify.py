@@ -4,7 +4,8 @@ checksums, and the temporaries interrupted writers left behind.
 Datasets: meta.json, each split's table reads and has the recorded number of rows, and per-file
 checksums when meta.json records them. Models: the model_files contract (config, safetensors weights
 whose size matches their header, tokenizer), and the per-file checksums (or else the content_hash)
-of meta.json. Stores: every array's sha256 (`reprsim.io.store.verify_store`). Tables: each reads.
+of meta.json. Stores (activations, and the per-model terms of rule model_terms): every array's sha256
+(`reprsim.io.store.verify_store`). Tables: each reads.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def verify_results(root: str | Path = paths.RESULTS) -> Verification:
         raise FileNotFoundError(f"results directory {root} does not exist")
     found = Verification(temporaries=_temporaries(root))
     kinds = [("dataset", [paths.DATASET], check_dataset), ("model", [paths.MODEL], check_model),
-             ("store", [paths.STORE], verify_store),
+             ("store", [paths.STORE, paths.MODEL_TERMS], verify_store),
              ("table", [t for t in paths.MADE_BY if t.endswith(".parquet")], check_table)]
     for kind, templates, check in kinds:
         for output in sorted({p for template in templates for p in _outputs(root, template)}):

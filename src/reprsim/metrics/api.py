@@ -13,7 +13,7 @@ import torch
 
 from reprsim.metrics import permutation, sample_size, subsample
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
-from reprsim.metrics.cca import cca_pair, cca_prepared
+from reprsim.metrics.cca import cca_layers_from, cca_prepared
 from reprsim.metrics.cka import cka_layers, minibatch_cka_layers
 from reprsim.metrics.knn import mutual_knn_layers
 from reprsim.metrics.neuron import (
@@ -46,19 +46,12 @@ class DirectedResult:
 
 
 def _cca_directed(kind: str) -> Callable:
-    """CCA family over all layer pairs: each layer's basis computed once, then one SVD per pair;
-    PWCCA's two directions come from the same decomposition."""
+    """CCA family over all layer pairs: each layer's basis computed once, then one batched decomposition
+    per block shape; PWCCA's two directions come from the same decomposition."""
 
     def run(Xs, Ys, **params):
         px, py = cca_prepared(kind, Xs, Ys, params)
-        D = 2 if kind == "pwcca" else 1
-        values = torch.empty(D, len(px), len(py), dtype=torch.float64)
-        metas = {}
-        for i, a in enumerate(px):
-            for j, b in enumerate(py):
-                pair_values, metas[(i, j)] = cca_pair(kind, a, b, params, Xs.shape[1])
-                values[:, i, j] = torch.tensor(pair_values, dtype=torch.float64)
-        return values, {"per_pair": metas}
+        return cca_layers_from(kind, px, py, params, Xs.shape[1], with_meta=True)
 
     return run
 
@@ -129,13 +122,18 @@ def _inputs(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
 def _describe(name: str, params: dict, meta: dict, Xs: torch.Tensor, Ys: torch.Tensor, first) -> dict:
     """The measure's meta with what every row records: shapes, dtype, device, and the sample-size
     note for the measures biased at small n/k (reprsim.metrics.sample_size)."""
+    return describe(name, params, meta, int(Xs.shape[1]), int(Xs.shape[2]), int(Ys.shape[2]), dtype_name(first),
+                    str(device_of(first)))
+
+
+def describe(name: str, params: dict, meta: dict, n: int, d_x: int, d_y: int, dtype: str, device: str) -> dict:
+    """:func:`_describe` from the shapes: what a row of `name` records beside the measure's own meta."""
     _, kind, symmetric = MEASURES[name]
-    n, d_x, d_y = int(Xs.shape[1]), int(Xs.shape[2]), int(Ys.shape[2])
     k = sample_size.compared_dimensions(name, params, d_x, d_y, meta)
     if k is not None:
         meta = {**meta, "k": k, **({"warning": w} if (w := sample_size.warning(n, k)) else {})}
     return {"measure": name, "kind": kind, "symmetric": symmetric, "n": n, "d_x": d_x, "d_y": d_y,
-            "dtype": dtype_name(first), "device": str(device_of(first)), **params, **meta}
+            "dtype": dtype, "device": device, **params, **meta}
 
 
 def _evaluator(name: str, params: dict) -> Callable:
@@ -206,21 +204,27 @@ def directed_null(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, *
     Xs_t, Ys_t = _inputs(Xs, Ys)
     perms = permutation.permutations(Ys_t.shape[1], n_permutations, seed, Ys_t.device)
     draws, route = permutation.null_draws(name, Xs_t, Ys_t, perms, _evaluator(name, params), **params)
-    if MEASURES[name][1] == "similarity":
-        extreme = draws >= observed.values[None]
-    else:
-        extreme = draws <= observed.values[None]
-    exact = permutation.exact_null_mean(name, Xs_t.shape[1], params)
-    with warnings.catch_warnings():  # an undefined cell (NaN in every draw) stays NaN
-        warnings.simplefilter("ignore", RuntimeWarning)
-        null_mean = np.nanmean(draws, axis=0) if exact is None else np.full(observed.values.shape, exact)
-        null_std = np.nanstd(draws, axis=0)
-    source = "exact k / (n − 1)" if exact is not None else "mean of the permutation draws"
+    statistics, source = null_statistics(name, params, observed.values, draws, Xs_t.shape[1])
     metas = [{**meta, "n_permutations": n_permutations, "seed": seed, "null_route": route, "null_mean_from": source}
              for meta in observed.metas]
-    statistics = {"null_mean": null_mean, "null_std": null_std,
-                  "p_value": (1 + extreme.sum(axis=0)) / (1 + n_permutations)}
     return DirectedResult(observed.values, metas, statistics)
+
+
+def null_statistics(name: str, params: dict, values: np.ndarray, draws: np.ndarray, n: int) -> tuple[dict, str]:
+    """null_mean, null_std and p_value (the shape of `values`) from the null `draws` (P, *values.shape), and
+    where the null mean comes from (see :func:`directed_null`)."""
+    if MEASURES[name][1] == "similarity":
+        extreme = draws >= values[None]
+    else:
+        extreme = draws <= values[None]
+    exact = permutation.exact_null_mean(name, n, params)
+    with warnings.catch_warnings():  # an undefined cell (NaN in every draw) stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        null_mean = np.nanmean(draws, axis=0) if exact is None else np.full(values.shape, exact)
+        null_std = np.nanstd(draws, axis=0)
+    source = "exact k / (n − 1)" if exact is not None else "mean of the permutation draws"
+    return {"null_mean": null_mean, "null_std": null_std,
+            "p_value": (1 + extreme.sum(axis=0)) / (1 + len(draws))}, source
 
 
 def null_layers(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, **params) -> LayerResult:

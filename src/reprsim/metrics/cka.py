@@ -30,7 +30,7 @@ KERNELS = ("linear", "rbf")
 ESTIMATORS = ("biased", "unbiased")
 
 
-def _check(kernel: str, estimator: str, n: int) -> None:
+def check(kernel: str, estimator: str, n: int) -> None:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}")
     if estimator not in ESTIMATORS:
@@ -65,9 +65,18 @@ def _upper_triangle(square: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def gram(Xs: torch.Tensor, kernel: str = "linear", threshold: float = 1.0) -> torch.Tensor:
-    """Gram matrices of (L, n, d) activations: (L, n, n)."""
-    return _grams(Xs, range(Xs.shape[0]), kernel, threshold, {})
+def gram(Xs: torch.Tensor, kernel: str = "linear", threshold: float = 1.0, medians: dict | None = None) -> torch.Tensor:
+    """Gram matrices of (L, n, d) activations: (L, n, n); RBF medians per layer as in :func:`_grams`."""
+    return _grams(Xs, range(Xs.shape[0]), kernel, threshold, {} if medians is None else dict(medians))
+
+
+def rbf_medians(Zs: torch.Tensor, threshold: float = 1.0) -> dict:
+    """Each layer's RBF median squared distance over all its rows (one layer's matrix at a time): the bandwidth
+    a subsample's Grams keep when they are rebuilt on its rows (the half-sample interval, recompute route)."""
+    medians = {}
+    for layer in range(Zs.shape[0]):
+        _grams(Zs, [layer], "rbf", threshold, medians)
+    return medians
 
 
 def _grams(Zs: torch.Tensor, layers, kernel: str, threshold: float, medians: dict) -> torch.Tensor:
@@ -191,7 +200,7 @@ def _feature_form_is_cheaper(x_shape, y_shape) -> bool:
         return False
     feature = L1 * L2 * n * d1 * d2 + n * (L1 * d1**2 + L2 * d2**2)
     gram = n**2 * (L1 * d1 + L2 * d2) + L1 * L2 * n**2
-    return feature < gram or not grams_fit(x_shape, y_shape)
+    return feature < gram or not one_side_fits(x_shape, y_shape)
 
 
 # scratch n×n matrices beside the Grams held: a layer's self term (its squared entries), and for RBF the
@@ -215,28 +224,31 @@ def gram_plan(L1: int, L2: int, n: int, kernel: str) -> dict:
     return {"tiled": True, "swap": swap, "held": held, "builds": builds, "peak_grams": held + 1 + scratch}
 
 
-def _gram_form(Xs: torch.Tensor, Ys: torch.Tensor, kernel: str, estimator: str, threshold: float) -> torch.Tensor:
+def _gram_form(Xs: torch.Tensor, Ys: torch.Tensor, kernel: str, estimator: str, threshold: float,
+               medians: tuple[dict, dict] | None = None) -> torch.Tensor:
     """CKA of every layer pair from Gram matrices, within the working-memory budget (reprsim.metrics.memory).
 
     Both sides' Grams at once when they fit (L1 + L2 of them, plus scratch); otherwise tiled (gram_plan):
     the Grams of a block of layers of one side are held while the other side's are built one layer at a
     time, once per block (an RBF median is computed once per layer and reused). Every pair's HSIC terms
-    are the same either way; the side held is the one that needs fewer Gram builds."""
+    are the same either way; the side held is the one that needs fewer Gram builds. `medians` (X's, Y's):
+    RBF medians given per layer (set on other rows), else each layer's own."""
     (L1, n, _), L2 = Xs.shape, Ys.shape[0]
+    medians_x, medians_y = ({}, {}) if medians is None else (dict(medians[0]), dict(medians[1]))
     plan = gram_plan(L1, L2, n, kernel)
     if not plan["tiled"]:
-        terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
-        terms_y = _hsic_terms(gram(Ys, kernel, threshold), estimator)
+        terms_x = _hsic_terms(gram(Xs, kernel, threshold, medians_x), estimator)
+        terms_y = _hsic_terms(gram(Ys, kernel, threshold, medians_y), estimator)
         return _normalise(_hsic_cross(terms_x, terms_y, estimator, n), _hsic_self(terms_x, estimator, n),
                           _hsic_self(terms_y, estimator, n))
     if plan["swap"]:  # HSIC is symmetric in its two Grams
-        return _gram_tiles(Ys, Xs, kernel, estimator, threshold, plan["held"]).T
-    return _gram_tiles(Xs, Ys, kernel, estimator, threshold, plan["held"])
+        return _gram_tiles(Ys, Xs, kernel, estimator, threshold, plan["held"], medians_y, medians_x).T
+    return _gram_tiles(Xs, Ys, kernel, estimator, threshold, plan["held"], medians_x, medians_y)
 
 
-def _gram_tiles(Xs, Ys, kernel: str, estimator: str, threshold: float, block: int) -> torch.Tensor:
+def _gram_tiles(Xs, Ys, kernel: str, estimator: str, threshold: float, block: int, medians_x: dict,
+                medians_y: dict) -> torch.Tensor:
     (L1, n, _), L2 = Xs.shape, Ys.shape[0]
-    medians_x, medians_y = {}, {}
     options = {"dtype": torch.float64, "device": Xs.device}
     cross, self_x, self_y = torch.empty(L1, L2, **options), torch.empty(L1, **options), torch.empty(L2, **options)
     for start in range(0, L1, block):
@@ -255,68 +267,301 @@ def _gram_tiles(Xs, Ys, kernel: str, estimator: str, threshold: float, block: in
     return _normalise(cross, self_x, self_y)
 
 
-def grams_fit(x_shape, y_shape) -> bool:
-    """One side's (L, n, n) float64 Grams fit in GRAM_BYTES_LIMIT (then nulls and replicates reuse them)."""
+def one_side_fits(x_shape, y_shape) -> bool:
+    """One side's (L, n, n) float64 Grams fit in GRAM_BYTES_LIMIT (the value's Gram form, without tiling)."""
     return max(x_shape[0], y_shape[0]) * x_shape[1] ** 2 * 8 <= GRAM_BYTES_LIMIT
+
+
+def grams_fit(x_shape, y_shape) -> bool:
+    """Both sides' (L, n, n) float64 centred Grams fit in half the working-memory budget (reprsim.metrics.memory;
+    the other half for the permuted and masked blocks): then CKA's value, null and interval come from them
+    (reprsim.metrics.prepared), else every draw recomputes the measure."""
+    return (x_shape[0] + y_shape[0]) * x_shape[1] ** 2 * 8 <= working_bytes() // 2
+
+
+# ---------------------------------------------------------------- one model's Gram terms, and a pair's
+# What CKA's value, permutation null and half-sample replicates need of one model's layers depends on that
+# model's rows alone: its centred Grams Kc = HKH, their diagonals and squared norms, and per half-sample r of
+# rows idx_r the restricted Gram K_r = Kc[idx_r][:, idx_r]'s row sums and squared norm (a "side",
+# reprsim.metrics.prepared). HSIC of any two Grams is then a function of a few inner products:
+#
+#   with cross = <K, L>, u = K1, v = L1, t = 1ᵀK1, a = diag K (and b, s for L), over m rows:
+#   biased   HSIC₀ = <HKH, HLH> = cross − (2/m) uᵀv + t_K t_L / m²
+#   unbiased HSIC₁ = [cross − aᵀb + (t_K − Σa)(t_L − Σb)/((m−1)(m−2)) − 2/(m−2)·(u − a)ᵀ(v − b)] / (m(m−3))
+#
+# (HSIC₁ of K̃ = K − diag(a), written out.) Both are unchanged by K -> K + f1ᵀ + 1fᵀ + c11ᵀ (Song et al. 2012),
+# and restricting Kc to rows differs from restricting K by such a term, so the centred Grams serve every
+# subsample; on all rows of a centred Gram u = 0 and t = 0. Permuting Y's rows permutes L, b and nothing else.
+
+
+def hsic_from_inner(estimator: str, m: int, cross, uv, ub, av, ab, t_x, t_y, sa_x, sa_y):
+    """HSIC (biased without its 1/(m−1)², which cancels in CKA; or unbiased) from the inner products above."""
+    if estimator == "biased":
+        return cross - (2.0 / m) * uv + t_x * t_y / m**2
+    return (cross - ab + (t_x - sa_x) * (t_y - sa_y) / ((m - 1) * (m - 2))
+            - 2.0 / (m - 2) * (uv - ub - av + ab)) / (m * (m - 3))
+
+
+def centred_grams(Zs: torch.Tensor, kernel: str = "linear", threshold: float = 1.0) -> torch.Tensor:
+    """(L, n, n) centred Gram matrices HKH of the layers (L, n, d): Zc Zcᵀ for the linear kernel (the same
+    matrix, without n² centring passes), the RBF Gram centred in place otherwise (its bandwidth from all rows)."""
+    if kernel == "rbf":
+        return _centre_gram_(gram(Zs, "rbf", threshold))
+    Zc = centre(Zs)
+    L, n, _ = Zs.shape
+    out = torch.empty(L, n, n, dtype=Zs.dtype, device=Zs.device)
+    for layer in range(L):
+        torch.matmul(Zc[layer], Zc[layer].T, out=out[layer])
+    return out
+
+
+def indicator(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """(n, R) float64 0/1 matrix: column r marks the rows of half-sample r (indices (R, m))."""
+    marks = torch.zeros(indices.shape[0], n, dtype=torch.float64, device=indices.device)
+    return marks.scatter_(1, indices, 1.0).T.contiguous()
+
+
+def gram_side(kc: torch.Tensor, indices: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """One model's Gram terms from its centred Grams kc (L, n, n): diag (L, n) and sq (L,) = ‖Kc‖²_F, and for
+    the half-samples `indices` (R, m): rep_rows (R, L, m), the row sums of Kc[idx_r][:, idx_r], and rep_sq (R, L),
+    its squared Frobenius norm. Each is a product with the half-samples' indicator (O(L n² R))."""
+    L, n, _ = kc.shape
+    terms = {"diag": kc.diagonal(dim1=-2, dim2=-1).clone(),
+             "sq": torch.stack([torch.linalg.vector_norm(k) ** 2 for k in kc])}
+    if indices is None:
+        return terms
+    marks = indicator(indices, n)
+    R, m = indices.shape
+    rows = torch.empty(R, L, m, dtype=kc.dtype, device=kc.device)
+    squares = torch.empty(R, L, dtype=kc.dtype, device=kc.device)
+    for layer in range(L):
+        rows[:, layer] = (kc[layer] @ marks).T.gather(1, indices)
+        squares[:, layer] = ((kc[layer] * kc[layer]) @ marks).T.gather(1, indices).sum(dim=1)
+    return {**terms, "rep_rows": rows, "rep_sq": squares}
+
+
+def _self_hsic(side: dict, estimator: str, n: int) -> torch.Tensor:
+    """HSIC(K, K) of every layer on all rows (L,)."""
+    a = side["diag"]
+    aa, sa = (a * a).sum(dim=-1), a.sum(dim=-1)
+    zero = torch.zeros_like(aa)
+    return hsic_from_inner(estimator, n, side["sq"], zero, zero, zero, aa, zero, zero, sa, sa)
+
+
+def _restricted(side: dict, indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Per half-sample and layer (R, L, m): row sums u_r and diagonal a_r of the restricted Gram (a side may hold
+    more half-samples than a measure asks for: the first R are the same draws)."""
+    return side["rep_rows"][:len(indices)], side["diag"][:, indices].transpose(0, 1)
+
+
+def _self_hsic_replicates(side: dict, indices: torch.Tensor, estimator: str) -> torch.Tensor:
+    """HSIC(K_r, K_r) of every half-sample and layer (R, L)."""
+    m = indices.shape[1]
+    u, a = _restricted(side, indices)
+    t, sa = u.sum(dim=-1), a.sum(dim=-1)
+    ua = (u * a).sum(dim=-1)
+    return hsic_from_inner(estimator, m, side["rep_sq"][:len(indices)], (u * u).sum(dim=-1), ua, ua,
+                           (a * a).sum(dim=-1), t, t, sa, sa)
+
+
+def _permutation_block(count: int, grams: int, n: int) -> int:
+    """Permutations gathered at once: their permuted Grams within a quarter of the working budget (at most 256 MiB)."""
+    return max(1, min(count, int(min(working_bytes() // 4, 1 << 28) // (grams * n * n * 8))))
+
+
+CHUNK = 1 << 15  # columns of a flattened Gram per product: both operands' rows stay in cache while it runs
+
+
+def flat_inner(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """a (A, N) @ b (B, N)ᵀ for long rows N (flattened Grams), a block of columns at a time: a plain product of
+    this shape reads its operands at a fraction of the memory's rate (BLAS blocks for square shapes)."""
+    out = torch.zeros(a.shape[0], b.shape[0], dtype=a.dtype, device=a.device) if out is None else out.zero_()
+    if a.device.type != "cpu":
+        return out.addmm_(a, b.T)
+    for start in range(0, a.shape[1], CHUNK):
+        out.addmm_(a[:, start:start + CHUNK], b[:, start:start + CHUNK].T)
+    return out
+
+
+PERMUTE_ROWS = 64  # rows of a Gram permuted at once on a CPU: their scratch stays in the core's cache
+
+
+def permuted_inner(kc_x: torch.Tensor, kc_y: torch.Tensor, permutations: list[torch.Tensor]) -> torch.Tensor:
+    """<Kc_x[l], P Kc_y[l'] Pᵀ> for every permutation (Y's rows permuted by p) and layer pair: (P, L1, L2).
+
+    The side with fewer layers is gathered (Y's by p, or X's by p⁻¹: the same sums) and multiplied with the other
+    side's Grams. On a CPU both are symmetric, so only the upper triangle is gathered and multiplied, the other side
+    weighted 2 off the diagonal, 1 on it: a block of rows at a time (rows a..b, columns a..n), every permutation
+    of the block into one buffer, one product per block (see :func:`_upper_permuted_inner`)."""
+    swap = kc_x.shape[0] < kc_y.shape[0]
+    fixed, moved = (kc_y, kc_x) if swap else (kc_x, kc_y)
+    if swap:
+        permutations = [torch.argsort(p) for p in permutations]
+    if fixed.device.type == "cpu":
+        draws = _upper_permuted_inner(fixed, moved, permutations)
+    else:
+        n = fixed.shape[-1]
+        flat = fixed.reshape(len(fixed), n * n)
+        block = _permutation_block(len(permutations), len(moved), n)
+        draws = torch.empty(len(permutations), len(fixed), len(moved), dtype=moved.dtype, device=moved.device)
+        for start in range(0, len(permutations), block):
+            chosen = permutations[start:start + block]
+            gathered = torch.stack([moved[:, p][:, :, p] for p in chosen]).reshape(len(chosen) * len(moved), n * n)
+            draws[start:start + len(chosen)] = (flat @ gathered.T).reshape(len(fixed), len(chosen),
+                                                                           len(moved)).permute(1, 0, 2)
+    return draws.transpose(1, 2) if swap else draws
+
+
+def _upper_permuted_inner(fixed: torch.Tensor, moved: torch.Tensor, permutations: list[torch.Tensor]) -> torch.Tensor:
+    """permuted_inner on a CPU, over upper triangles. For the rows a..b of a block, each permutation's Grams are
+    gathered for columns a..n only (rows p[a:b] into a scratch that stays in cache, then their columns p[a:]; numpy's
+    take, several times torch's indexing here) into one buffer of every permutation, and multiplied with the fixed
+    side's block, weighted 2 above the diagonal, 1 on it, 0 below. Buffers are allocated once, so no page is
+    touched for the first time per draw."""
+    (Lf, n, _), Lm, P = fixed.shape, len(moved), len(permutations)
+    source, positions = moved.numpy(), [p.numpy() for p in permutations]
+    columns = np.arange(n)
+    per = max(1, min(P, int(min(working_bytes() // 4, 1 << 28) // (Lm * PERMUTE_ROWS * n * 8))))
+    pool = np.empty(per * Lm * PERMUTE_ROWS * n)
+    weighted = np.empty(Lf * PERMUTE_ROWS * n)
+    scratch = np.empty((PERMUTE_ROWS, n))
+    draws = torch.zeros(P * Lm, Lf, dtype=fixed.dtype)
+    for a in range(0, n, PERMUTE_ROWS):
+        b = min(n, a + PERMUTE_ROWS)
+        rows, width = b - a, n - a
+        weights = np.where(columns[None, a:] > columns[a:b, None], 2.0, (columns[None, a:] == columns[a:b, None]) * 1.0)
+        block = weighted[:Lf * rows * width].reshape(Lf, rows, width)
+        np.multiply(fixed.numpy()[:, a:b, a:], weights, out=block)
+        block = torch.from_numpy(block.reshape(Lf, -1))
+        buffer = pool[:per * Lm * rows * width].reshape(per, Lm, rows, width)
+        for start in range(0, P, per):
+            chosen = positions[start:start + per]
+            for d, p in enumerate(chosen):  # mode "clip": a permutation is in range, no bounds check per element
+                for layer in range(Lm):
+                    np.take(source[layer], p[a:b], axis=0, out=scratch[:rows], mode="clip")
+                    np.take(scratch[:rows], p[a:], axis=1, out=buffer[d, layer], mode="clip")
+            gathered = torch.from_numpy(buffer[:len(chosen)].reshape(len(chosen) * Lm, -1))
+            draws[start * Lm:(start + len(chosen)) * Lm].addmm_(gathered, block.T)
+    return draws.reshape(P, Lm, Lf).transpose(1, 2)
+
+
+def restricted_inner(kc_x: torch.Tensor, kc_y: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """<Kc_x[l][idx_r][:, idx_r], Kc_y[l'][idx_r][:, idx_r]> for every half-sample r and layer pair: (R, L1, L2),
+    as s_rᵀ (Kc_x[l] ∘ Kc_y[l']) s_r with s_r the half-sample's indicator: one product per layer pair, taken as
+    Sᵀ Eᵀ (the half-samples as rows: several times faster than E S in float64 for this shape)."""
+    (L1, n, _), L2, R = kc_x.shape, kc_y.shape[0], indices.shape[0]
+    marks = indicator(indices, n)
+    rows = marks.T.contiguous()  # (R, n)
+    out = torch.empty(R, L1, L2, dtype=kc_x.dtype, device=kc_x.device)
+    per_block = max(1, min(L2, int(min(working_bytes() // 4, 1 << 28) // (2 * n * n * 8))))
+    product = torch.empty(per_block, n, n, dtype=kc_x.dtype, device=kc_x.device)
+    summed = torch.empty(R, per_block * n, dtype=kc_x.dtype, device=kc_x.device)
+    for i in range(L1):
+        for start in range(0, L2, per_block):
+            ys = kc_y[start:start + per_block]
+            block = len(ys)
+            torch.mul(kc_x[i], ys, out=product[:block])
+            # row r, column (l', j): Σ_k s_r[k] E[l', j, k] = (E s_r)_j, E being symmetric
+            torch.mm(rows, product[:block].reshape(block * n, n).T, out=summed[:, :block * n])
+            out[:, i, start:start + block] = (summed[:, :block * n].reshape(R, block, n) * rows[:, None, :]).sum(dim=-1)
+    return out
+
+
+def gram_statistics(side_x: dict, side_y: dict, estimators, n: int, permutations=None, indices=None,
+                    cache: dict | None = None) -> dict:
+    """CKA of every layer pair from two sides (:func:`gram_side`, each with its centred Grams "kc"), for each
+    estimator: "value" (L1, L2), "null" (P, L1, L2) with Y's rows permuted by each of `permutations`, and
+    "replicates" (R, L1, L2) on each half-sample of `indices` (the sides' rep terms rest on the same ones).
+
+    The inner products are shared by the estimators (and kept in `cache`, so that a second CKA label of the pair
+    job with as many or fewer draws costs nothing more)."""
+    cache = {} if cache is None else cache
+    kc_x, kc_y = side_x["kc"], side_y["kc"]
+    if "value" not in cache:
+        cache["value"] = (flat_inner(kc_x.reshape(len(kc_x), -1), kc_y.reshape(len(kc_y), -1)),
+                          side_x["diag"] @ side_y["diag"].T)
+    sa_x, sa_y = side_x["diag"].sum(dim=-1)[:, None], side_y["diag"].sum(dim=-1)[None, :]
+    out = {}
+    for estimator in estimators:
+        self_x, self_y = _self_hsic(side_x, estimator, n), _self_hsic(side_y, estimator, n)
+        cross, ab = cache["value"]
+        zero = torch.zeros_like(cross)
+        out[estimator] = {"value": _normalise(hsic_from_inner(estimator, n, cross, zero, zero, zero, ab, zero, zero,
+                                                              sa_x, sa_y), self_x, self_y)}
+        if permutations is not None:
+            count = len(permutations)
+            if cache.get("null") is None or cache["null"][0].shape[0] < count:
+                cache["null"] = (permuted_inner(kc_x, kc_y, permutations),
+                                 torch.stack([side_x["diag"] @ side_y["diag"][:, p].T for p in permutations]))
+            cross, ab = (term[:count] for term in cache["null"])
+            zero = torch.zeros_like(cross)
+            out[estimator]["null"] = _normalise(hsic_from_inner(estimator, n, cross, zero, zero, zero, ab, zero, zero,
+                                                                sa_x, sa_y), self_x, self_y)
+        if indices is not None:
+            R, m = indices.shape
+            if cache.get("replicates") is None or cache["replicates"][0].shape[0] < R:
+                u, a = _restricted(side_x, indices)
+                v, b = _restricted(side_y, indices)
+                products = [torch.einsum("rim,rjm->rij", left, right)
+                            for left, right in ((u, v), (u, b), (a, v), (a, b))]
+                cache["replicates"] = (restricted_inner(kc_x, kc_y, indices), *products)
+            terms = [term[:R] for term in cache["replicates"]]
+            u, a = _restricted(side_x, indices)
+            v, b = _restricted(side_y, indices)
+            value = hsic_from_inner(estimator, m, *terms, u.sum(dim=-1)[..., :, None], v.sum(dim=-1)[..., None, :],
+                                    a.sum(dim=-1)[..., :, None], b.sum(dim=-1)[..., None, :])
+            out[estimator]["replicates"] = torch.stack([
+                _normalise(value[r], sx, sy) for r, (sx, sy) in
+                enumerate(zip(_self_hsic_replicates(side_x, indices, estimator),
+                              _self_hsic_replicates(side_y, indices, estimator)))])
+    return out
 
 
 def gram_null_draws(Xs, Ys, permutations: list[torch.Tensor], kernel: str = "linear", estimator: str = "biased",
                     threshold: float = 1.0) -> torch.Tensor:
     """CKA of every layer pair with Y's rows permuted, for each permutation: (P, L1, L2).
 
-    Permuting Y's rows permutes its Gram matrices (K -> K[p][:, p], the RBF median included)
-    and every HSIC term built from them (centred Gram, zeroed-diagonal Gram, row sums), so the
-    terms are built once and a draw is one gather and one product, O(L n²).
+    Permuting Y's rows permutes its centred Gram matrices (K -> K[p][:, p], the RBF median included)
+    and their diagonals, so the Grams are built once and a draw is one gather and one product, O(L n²).
     """
     n = Xs.shape[1]
-    _check(kernel, estimator, n)
-    terms_x = _hsic_terms(gram(Xs, kernel, threshold), estimator)
-    self_x = _hsic_self(terms_x, estimator, n)
-    terms_y = _hsic_terms(gram(Ys, kernel, threshold), estimator)
-    self_y = _hsic_self(terms_y, estimator, n)  # invariant under permutation
-    square_y = terms_y[0].reshape(-1, n, n)
-    draws = []
-    for p in permutations:
-        flat = square_y[:, p[:, None], p[None, :]].reshape(len(square_y), -1)  # one gather, not two
-        permuted = (flat,) if estimator == "biased" else (flat, terms_y[1], terms_y[2][:, p])
-        draws.append(_normalise(_hsic_cross(terms_x, permuted, estimator, n), self_x, self_y))
-    return torch.stack(draws)
+    check(kernel, estimator, n)
+    side_x, side_y = ({"kc": kc, **gram_side(kc, None)} for kc in (centred_grams(Xs, kernel, threshold),
+                                                                   centred_grams(Ys, kernel, threshold)))
+    return gram_statistics(side_x, side_y, [estimator], n, permutations=permutations)[estimator]["null"]
 
 
 def gram_subsample_draws(Xs, Ys, rows: list[torch.Tensor], kernel: str = "linear", estimator: str = "biased",
                          threshold: float = 1.0) -> torch.Tensor:
-    """CKA of every layer pair on each subset of rows in `rows`: (R, L1, L2).
+    """CKA of every layer pair on each subset of rows in `rows` (equal sizes): (R, L1, L2).
 
-    Each Gram is built once on all rows and restricted to a subset (then centred again, by
-    the estimator); the RBF bandwidth stays the one set on all rows, part of the kernel.
+    Each centred Gram is built once on all rows; a subset's CKA is that of the Grams restricted to its rows
+    (centred again, by the estimator); the RBF bandwidth stays the one set on all rows, part of the kernel.
     """
-    grams_x, grams_y = gram(Xs, kernel, threshold), gram(Ys, kernel, threshold)
-    draws = []
-    for idx in rows:
-        m = len(idx)
-        _check(kernel, estimator, m)
-        terms_x = _hsic_terms(grams_x[:, idx][:, :, idx], estimator)
-        terms_y = _hsic_terms(grams_y[:, idx][:, :, idx], estimator)
-        draws.append(_normalise(_hsic_cross(terms_x, terms_y, estimator, m), _hsic_self(terms_x, estimator, m),
-                                _hsic_self(terms_y, estimator, m)))
-    return torch.stack(draws)
+    indices = torch.stack(list(rows))
+    check(kernel, estimator, indices.shape[1])
+    side_x, side_y = ({"kc": kc, **gram_side(kc, indices)} for kc in (centred_grams(Xs, kernel, threshold),
+                                                                      centred_grams(Ys, kernel, threshold)))
+    return gram_statistics(side_x, side_y, [estimator], Xs.shape[1], indices=indices)[estimator]["replicates"]
 
 
 def cka_layers(
-    Xs, Ys, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0
+    Xs, Ys, kernel: str = "linear", estimator: str = "biased", threshold: float = 1.0,
+    medians: tuple[dict, dict] | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """CKA for every layer pair: Xs (L1, n, d1), Ys (L2, n, d2) -> ((L1, L2) tensor, meta)."""
+    """CKA for every layer pair: Xs (L1, n, d1), Ys (L2, n, d2) -> ((L1, L2) tensor, meta). `medians` (RBF only:
+    X's and Y's median squared distance per layer, :func:`rbf_medians`) keeps a bandwidth set on other rows."""
     Xs = layers(Xs, name="Xs")
     Ys = layers(Ys, Xs.device, name="Ys")
     n = Xs.shape[1]
     if Ys.shape[1] != n:
         raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
-    _check(kernel, estimator, n)
+    check(kernel, estimator, n)
     feature = kernel == "linear" and _feature_form_is_cheaper(Xs.shape, Ys.shape)
     if feature:
         values = _feature_space_linear(centre(Xs), centre(Ys), estimator)
     else:
-        values = _gram_form(Xs, Ys, kernel, estimator, threshold)
+        values = _gram_form(Xs, Ys, kernel, estimator, threshold, medians)
     meta = {"kernel": kernel, "estimator": estimator, "form": "feature" if feature else "gram"}
     if kernel == "rbf":
         meta.update(threshold=threshold, sigma="threshold * sqrt(median squared distance over pairs i < j)")
@@ -338,7 +583,7 @@ def minibatch_cka_layers(Xs, Ys, batch_size: int, kernel: str = "linear", thresh
     n = Xs.shape[1]
     if Ys.shape[1] != n:
         raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
-    _check(kernel, "unbiased", batch_size)
+    check(kernel, "unbiased", batch_size)
     batches = n // batch_size
     if batches < 1:
         raise ValueError(f"batch_size {batch_size} is larger than n={n}")
@@ -374,7 +619,7 @@ class MinibatchHSIC:
 
     def _size(self, m: int) -> None:
         if self.batch_size is None:
-            _check(self.kernel, "unbiased", m)
+            check(self.kernel, "unbiased", m)
             self.batch_size = m
 
     def terms(self, Zs, device=None, name: str = "Xs") -> tuple[torch.Tensor, ...]:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reprsim.metrics.cca import cca_pair, cca_prepared
-from reprsim.metrics.cka import gram_null_draws, grams_fit
-from reprsim.metrics.knn import neighbour_lists, overlaps
+from reprsim.metrics import prepared
+from reprsim.metrics.cka import grams_fit
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",
           "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours"}
@@ -42,43 +41,14 @@ def null_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, perms: list[torch.
                **params) -> tuple[np.ndarray, str]:
     """(P, D, L1, L2) null values (D directions, see reprsim.metrics.api.DirectedResult), and the
     route that computed them. `evaluate(Xs, Ys)` -> ((D, L1, L2), metas) is the measure itself,
-    for the measures without a shortcut."""
+    for the measures without a shortcut; the shortcuts are those of two sides prepared in memory
+    (reprsim.metrics.prepared)."""
     way = route(name, Xs, Ys)
-    if way == "gram-permutation":
-        draws = gram_null_draws(Xs, Ys, perms, **params).cpu().numpy()[:, None]
-    elif way == "permuted-bases":
-        draws = _cca_draws(name, Xs, Ys, perms, params)
-    elif way == "permuted-neighbours":
-        draws = _knn_draws(Xs, Ys, perms, params.get("k", 10))[:, None]
-    else:
-        draws = np.stack([evaluate(Xs, Ys[:, p])[0] for p in perms])
-    return draws, way
-
-
-def _cca_draws(kind: str, Xs, Ys, perms, params: dict) -> np.ndarray:
-    px, py = cca_prepared(kind, Xs, Ys, params)
-    n = Xs.shape[1]
-    draws = np.full((len(perms), 2 if kind == "pwcca" else 1, len(px), len(py)), np.nan)
-    for d, p in enumerate(perms):
-        # the projection Qᵀ Z (PWCCA's weights) is unchanged by permuting both Q and Z
-        permuted = [{**b, "centred": b["centred"][p], "basis": b["basis"][p]} for b in py]
-        for i, a in enumerate(px):
-            for j, b in enumerate(permuted):
-                draws[d, :, i, j] = cca_pair(kind, a, b, params, n)[0]
-    return draws
-
-
-def _knn_draws(Xs, Ys, perms, k: int) -> np.ndarray:
-    lists_x, lists_y = neighbour_lists(Xs, k), neighbour_lists(Ys, k)
-    n = Xs.shape[1]
-    draws = []
-    for p in perms:
-        # a row permutation p of Y maps its neighbour matrix N to N[p][:, p]: row i's neighbours become
-        # p⁻¹ of the neighbours of row p[i]
-        inverse = torch.empty_like(p)
-        inverse[p] = torch.arange(n, device=p.device)
-        draws.append((overlaps(lists_x, inverse[lists_y[:, p]]) / (k * n)).cpu().numpy())
-    return np.stack(draws)
+    if way == "recompute":
+        return np.stack([evaluate(Xs, Ys[:, p])[0] for p in perms]), way
+    key = prepared.family(name, params)
+    sides = [prepared.prepare(Zs, key) for Zs in (Xs, Ys)]
+    return prepared.paired(name, params, key, *sides, Xs.shape[1], permutations=perms).null, way
 
 
 def exact_null_mean(name: str, n: int, params: dict) -> float | None:

@@ -13,7 +13,9 @@ except where said:
 - restricted-neighbours (mutual_knn): cosine similarities are row-wise, so the full matrix is
   restricted and the k nearest are searched among the subsample's rows (one layer's matrix at a
   time; beyond the memory budget, computed on the subsample's rows a block at a time).
-- recompute (procrustes, neuronsim, mixedsim, and cka whose Grams do not fit in memory).
+- recompute (procrustes, neuronsim, mixedsim, and cka whose Grams do not fit in memory: RBF CKA then
+  rebuilds each subsample's Grams with every layer's bandwidth set on all rows, as gram-rows keeps it, so the
+  interval does not depend on the memory budget).
 
 A replicate where the measure is undefined (a neuron constant on the subsample, CCA with
 k_x + k_y above m − 1) is NaN and left out of the interval.
@@ -24,10 +26,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reprsim.metrics import cca as cca_family
-from reprsim.metrics.cca import cca_pair, cca_prepared
-from reprsim.metrics.cka import gram_subsample_draws, grams_fit
-from reprsim.metrics.knn import neighbour_lists, overlaps
+from reprsim.metrics import prepared
+from reprsim.metrics.cka import cka_layers, grams_fit, rbf_medians
 
 ROUTES = {"cka": "gram-rows", "cca": "restricted-bases", "svcca": "restricted-bases",
           "pwcca": "restricted-bases", "mutual_knn": "restricted-neighbours"}
@@ -42,15 +42,16 @@ def route(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> str:
 def replicate_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, indices: np.ndarray, evaluate,
                     **params) -> tuple[np.ndarray, str]:
     """(B, D, L1, L2) replicate values (D directions, see reprsim.metrics.api.DirectedResult) and
-    the route; `evaluate(Xs, Ys)` -> ((D, L1, L2), metas) is the measure itself."""
+    the route; `evaluate(Xs, Ys)` -> ((D, L1, L2), metas) is the measure itself. The shortcuts are
+    those of two sides prepared in memory (reprsim.metrics.prepared)."""
     way = route(name, Xs, Ys)
-    rows = [torch.as_tensor(idx, device=Xs.device) for idx in indices]
-    if way == "gram-rows":
-        return gram_subsample_draws(Xs, Ys, rows, **params).cpu().numpy()[:, None], way
-    if way == "restricted-bases":
-        return _cca_draws(name, Xs, Ys, rows, params), way
-    if way == "restricted-neighbours":
-        return _knn_draws(Xs, Ys, rows, params.get("k", 10))[:, None], way
+    rows = torch.as_tensor(np.asarray(indices), device=Xs.device)
+    if way != "recompute":
+        key = prepared.family(name, params)
+        sides = [prepared.prepare(Zs, key, rows) for Zs in (Xs, Ys)]
+        return prepared.paired(name, params, key, *sides, Xs.shape[1], indices=rows).replicates, way
+    if name == "cka" and params.get("kernel") == "rbf":
+        evaluate = _rbf_with_bandwidths_of(Xs, Ys, params)
     draws = None
     for r, idx in enumerate(rows):
         try:
@@ -65,29 +66,13 @@ def replicate_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, indices: np.n
     return draws, way
 
 
-def restrict(prepared: dict, idx: torch.Tensor) -> dict:
-    """A prepared CCA side on a subset of its rows, along the principal directions chosen on all rows."""
-    coordinates = prepared["basis"][idx]
-    basis, triangle = torch.linalg.qr(coordinates - coordinates.mean(dim=0))
-    diagonal = triangle.diagonal().abs()
-    if diagonal.numel() and diagonal.min() <= cca_family.RANK_CUTOFF * diagonal.max():
-        basis = cca_family.orthonormal_basis(coordinates - coordinates.mean(dim=0))[0]  # rank lost: cut it
-    centred = prepared["centred"][idx]
-    return cca_family.with_projection({**prepared, "centred": centred - centred.mean(dim=0), "basis": basis})
+def _rbf_with_bandwidths_of(Xs: torch.Tensor, Ys: torch.Tensor, params: dict):
+    """RBF CKA on a subsample's rows with each layer's bandwidth from all rows of Xs and Ys."""
+    threshold = params.get("threshold", 1.0)
+    medians = (rbf_medians(Xs, threshold), rbf_medians(Ys, threshold))
 
+    def evaluate(Xsub, Ysub):
+        values, meta = cka_layers(Xsub, Ysub, **params, medians=medians)
+        return values.cpu().numpy()[None], [meta]
 
-def _cca_draws(kind: str, Xs, Ys, rows, params: dict) -> np.ndarray:
-    px, py = cca_prepared(kind, Xs, Ys, params)
-    draws = np.full((len(rows), 2 if kind == "pwcca" else 1, len(px), len(py)), np.nan)
-    for r, idx in enumerate(rows):
-        sub_x, sub_y = [restrict(a, idx) for a in px], [restrict(b, idx) for b in py]
-        for i, a in enumerate(sub_x):
-            for j, b in enumerate(sub_y):
-                draws[r, :, i, j] = cca_pair(kind, a, b, params, len(idx))[0]
-    return draws
-
-
-def _knn_draws(Xs, Ys, rows, k: int) -> np.ndarray:
-    # every subset's neighbour lists, one layer's similarity matrix at a time (reprsim.metrics.knn)
-    lists_x, lists_y = neighbour_lists(Xs, k, rows), neighbour_lists(Ys, k, rows)
-    return np.stack([(overlaps(x, y) / (k * len(idx))).cpu().numpy() for x, y, idx in zip(lists_x, lists_y, rows)])
+    return evaluate

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from reprsim.workflow import pair_work
 from reprsim.workflow import resources as r
+from reprsim.workflow.measures import pair_measures, with_draws
 
 LIGHT_JOB = {"mem_mb": 2000, "seconds": 0.0}  # the SLURM profile's default-resources at attempt 1
 
@@ -100,16 +102,58 @@ def gram_budget_gb(config) -> float:
 
 
 def compare_mem_mb(facts, config, w, attempt):
-    return r.compare_mem_mb(*_pair_stores(facts, w), config["similarity"]["split"], attempt, gram_budget_gb(config))
+    a, b = _pair_stores(facts, w)
+    return r.compare_mem_mb(a, b, config["similarity"]["split"], attempt, gram_budget_gb(config),
+                            compared_rows(a, config, w["representation"]))
+
+
+def terms_mem_mb(facts, config, w, attempt):
+    store = facts.store(w["dataset"], w["model"])
+    return r.compare_mem_mb(store, store, config["similarity"]["split"], attempt, gram_budget_gb(config),
+                            compared_rows(store, config, w["representation"]))
+
+
+def compared_rows(store, config, representation: str) -> int:
+    """Rows a pair job of `representation` compares: the split's examples, or at word level similarity.word's
+    max_words (20 words a sentence where it is null: an estimate, the stores do not count words)."""
+    sentences = store["split_sizes"].get(config["similarity"]["split"], 0)
+    if representation != "word":
+        return sentences
+    return config["similarity"]["word"].get("max_words") or 20 * sentences
+
+
+def _rates(config) -> tuple[float, float]:
+    if config["similarity"].get("device") == "cuda":  # the rule asks for a GPU: its assumed rates
+        return r.PAIR_GPU_FLOPS, r.PAIR_GPU_BANDWIDTH
+    return pair_work.CORE_FLOPS, pair_work.CORE_BANDWIDTH
+
+
+def _layers(store) -> tuple[int, int]:
+    return store["n_layers"] + 1, store["hidden_size"]
+
+
+def terms_seconds(facts, config, w):
+    store = facts.store(w["dataset"], w["model"])
+    measures = pair_measures(config, w["representation"])
+    resamples = max(spec["resamples"] for spec in with_draws(config, measures).values())
+    return pair_work.terms_seconds(measures, *_layers(store), compared_rows(store, config, w["representation"]),
+                                   resamples, *_rates(config))
+
+
+def terms_bytes(facts, config, w) -> float:
+    """Bytes of one model's terms store (reprsim.workflow.pair_work.terms_bytes)."""
+    store = facts.store(w["dataset"], w["model"])
+    measures = pair_measures(config, w["representation"])
+    resamples = max(spec["resamples"] for spec in with_draws(config, measures).values())
+    return pair_work.terms_bytes(measures, *_layers(store), compared_rows(store, config, w["representation"]),
+                                 resamples)
 
 
 def compare_seconds(facts, config, w):
-    similarity = config["similarity"]
-    draws = {label: {**spec, "null_permutations": spec["null_permutations"] or similarity["chance"]["permutations"],
-                     "resamples": spec["resamples"] or similarity["intervals"]["resamples"]}
-             for label, spec in config["measures"].items()}
-    rate = r.PAIR_GPU_FLOPS if similarity.get("device") == "cuda" else r.CORE_FLOPS  # cuda: the rule asks for a GPU
-    return r.compare_seconds(*_pair_stores(facts, w), similarity["split"], draws, rate)
+    a, b = _pair_stores(facts, w)
+    measures = with_draws(config, pair_measures(config, w["representation"]))
+    return pair_work.pair_seconds(measures, *_layers(a), *_layers(b), compared_rows(a, config, w["representation"]),
+                                  *_rates(config), memory_gb=config["similarity"].get("max_memory_gb"))
 
 
 def token_cka_mem_mb(facts, config, w, attempt):
@@ -175,6 +219,7 @@ COSTS: dict[str, Cost] = {
     "pretrain_model": (pretrain_mem_mb, pretrain_seconds),
     "truncation": (evaluation_mem_mb, truncation_seconds),
     "skip": (evaluation_mem_mb, skip_seconds),
+    "model_terms": (terms_mem_mb, terms_seconds),
     "compare_pair": (compare_mem_mb, compare_seconds),
     "token_cka": (token_cka_mem_mb, token_cka_seconds),
     "align_layers": (align_mem_mb, align_seconds),

@@ -15,6 +15,9 @@ DATASET = "results/datasets/{dataset}"
 MODEL = "results/models/{model}"
 STORE = "results/activations/{dataset}/{model}.zarr"
 
+# what the measures need of one model's rows alone (Gram terms, principal directions, neighbour lists), once per
+# model: every pair job of the model reads it (reprsim.stages.compare.terms)
+MODEL_TERMS = "results/terms/{representation}/{dataset}/{model}.zarr"
 PAIR_TABLE = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet"
 # the pair job's half-sample replicates, long: layer_a, layer_b, measure, direction, replicate, value
 PAIR_RESAMPLES = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.resamples.parquet"
@@ -95,6 +98,7 @@ MADE_BY = {
     DATASET: "prepare_dataset",
     MODEL: "materialize_model or finetune_model or pretrain_model",
     STORE: "extract_activations",
+    MODEL_TERMS: "model_terms",
     PAIR_TABLE: "compare_pair", PAIR_RESAMPLES: "compare_pair", PAIR_HEATMAP: "pair_heatmap",
     TOKEN_TABLE: "token_cka", TOKEN_TABLES: "aggregate_tokens",
     ATTENTION_TABLE: "compare_attention", ATTENTION_RESAMPLES: "compare_attention", ATTENTION_HEADS: "compare_attention",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reprsim.config import detail_splits
 from reprsim.workflow import job_costs
+from reprsim.workflow import pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.dag import PlannedJob, planned_jobs
 from reprsim.workflow.predicted import PredictedFacts, UnknownSize
@@ -30,7 +31,7 @@ STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
     "prepare_dataset": "data", "materialize_model": "models", "pretrain_model": "models",
     "finetune_model": "finetune", "truncation": "finetune", "skip": "finetune", "layer_views": "finetune",
     "extract_activations": "extract",
-    "compare_pair": "compare", "token_cka": "compare", "compare_attention": "compare",
+    "model_terms": "compare", "compare_pair": "compare", "token_cka": "compare", "compare_attention": "compare",
     "aggregate_pairs": "compare", "aggregate_tokens": "compare", "aggregate_attention": "compare",
     "model_distances": "compare", "localization_scores": "compare",
     "align_layers": "align", "synthetic_recovery": "align", "layer_injection": "align",
@@ -119,6 +120,12 @@ def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None) -> 
         unknown: list[str] = []
         costs = [_price(job, facts, config, unknown) for job in jobs]
         disk = disk_gb(config, facts, unknown)
+        for job in jobs:
+            if job.rule == "model_terms":
+                try:
+                    disk["terms"] = disk.get("terms", 0.0) + job_costs.terms_bytes(facts, config, job.wildcards) / 1e9
+                except UnknownSize as error:
+                    unknown.append(str(error))
     finally:
         os.chdir(here)
     return Plan(str(config_path), costs, disk, config["cluster"]["submission_minutes"], dag_seconds,
@@ -215,9 +222,11 @@ def format_plan(plan: Plan) -> str:
                   "(cluster.submission_minutes):",
                   f"  snakemake --workflow-profile profiles/slurm --configfile {plan.config_path} "
                   f"--group-components {flags}"]
-    lines += ["", f"rates assumed (reprsim.workflow.resources): a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s "
-              f"on one GPU; a pair job {r.CORE_FLOPS:.0e} FLOP/s per core (float64; measured), "
-              f"{r.PAIR_GPU_FLOPS:.0e} on a GPU (similarity.device: cuda; assumed)"]
+    lines += ["", f"rates: a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s on one GPU (assumed); a pair job's "
+              f"measures and model terms cost their floor at {pair_work.CORE_FLOPS:.1e} FLOP/s and "
+              f"{pair_work.CORE_BANDWIDTH:.1e} B/s per core (float64, measured by benchmarks/pair_floor.py) times "
+              "the achieved/floor ratio measured there (reprsim.workflow.pair_work); on a GPU "
+              f"{r.PAIR_GPU_FLOPS:.0e} FLOP/s, {r.PAIR_GPU_BANDWIDTH:.0e} B/s (similarity.device: cuda; assumed)"]
     if plan.unknown:
         lines += ["", "not priced (sizes unknown offline; their jobs count 0):"] + [f"  {u}" for u in plan.unknown]
     return "\n".join(lines)

@@ -14,15 +14,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from reprsim.workflow.pair_work import CORE_FLOPS
 from reprsim.workflow.plan import training_steps
 
 MODEL_FLOPS = 1e12  # sustained FLOP/s assumed for a model job on one GPU (a modest one, well below peak)
-# sustained float64 FLOP/s of one core in the pairwise measures' matrix products (benchmarks/pair_job.py and
-# cka_layers.py: 39-52 GFLOP/s per core on this project's machine)
-CORE_FLOPS = 4e10
-# float64 FLOP/s assumed for a pair job on a GPU (similarity.device: cuda): not measured (no GPU was lent to this
-# project's benchmarks); a modest figure, 25 cores' worth, well below any data-centre GPU's FP64 rate
+# float64 FLOP/s and memory bandwidth assumed for a pair job on a GPU (similarity.device: cuda): not measured (no
+# GPU was lent to this project's benchmarks); modest figures, well below any data-centre GPU's FP64 rate and HBM's
+# (a CPU core's are measured: reprsim.workflow.pair_work)
 PAIR_GPU_FLOPS = 1e12
+PAIR_GPU_BANDWIDTH = 1e12
 MIN_MINUTES = 5  # floor per job: start-up, loading, writing
 
 SYNTHETIC = None  # `b` of the align functions for synthetic recovery: one store, mapped onto itself
@@ -154,41 +154,17 @@ def pair_sizes(a: Mapping, b: Mapping, split: str) -> tuple[int, int, list[int]]
     return max(a["n_examples"], b["n_examples"]), compared, widths
 
 
-def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int, gram_budget_gb: float = 0.0) -> int:
-    """Both models' pooled rows in float64 (a few copies) and a few n x n matrices of the compared rows; a
-    measure built on n x n matrices (Gram-form CKA, mutual k-NN) may fill similarity.max_memory_gb
-    (`gram_budget_gb`, 0 when none is configured)."""
-    rows, compared, widths = pair_sizes(a, b, split)
+def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int, gram_budget_gb: float = 0.0,
+                   compared: int | None = None) -> int:
+    """Both models' pooled rows in float64 (a few copies) and a few n x n matrices of the compared rows (the split's,
+    or `compared`: words at word level); a measure built on n x n matrices (Gram-form CKA, mutual k-NN) may fill
+    similarity.max_memory_gb (`gram_budget_gb`, 0 when none is configured)."""
+    rows, split_rows_, widths = pair_sizes(a, b, split)
+    compared = split_rows_ if compared is None else compared
     # what they may fill: the budget, or less where every layer's Grams (and a working copy each) fit in it
     every_layer = 2 * 8 * compared ** 2 * (a["n_layers"] + b["n_layers"] + 2) / 1e6
     grams = max(4 * 8 * compared ** 2 / 1e6, min(gram_budget_gb * 1073.7, every_layer))
     return int((2000 + 3 * 8 * rows * sum(widths) / 1e6 + grams) * attempt)
-
-
-# one evaluation of a measure for every layer pair, relative to linear CKA's 2·n·Wa·Wb flops (Wa, Wb: summed layer
-# widths): measured per measure by benchmarks/pair_job.py, one core, two 13-layer 768-wide models at 10,000 rows
-# (README, Benchmarks). The CCA family works on each layer's SVD, not on every layer pair's product; RBF CKA on
-# n x n Grams, so its weight grows with n / width (4 at 10,000 rows). Other measures: 1
-MEASURE_COST = {"svcca": 0.07, "pwcca": 0.09, "neuronsim": 0.9, "mutual_knn": 0.17, "procrustes": 1.2}
-RBF_CKA_COST = 4.0
-
-
-def measure_cost(spec: Mapping) -> float:
-    """A measure's MEASURE_COST (the `measure` and `params` of its config entry)."""
-    if spec.get("measure") == "cka" and (spec.get("params") or {}).get("kernel") == "rbf":
-        return RBF_CKA_COST
-    return MEASURE_COST.get(spec.get("measure"), 1.0)
-
-
-def compare_seconds(a: Mapping, b: Mapping, split: str, measures: Mapping[str, Mapping],
-                    flops: float = CORE_FLOPS) -> float:
-    """Every measure for every layer pair of the compared rows; each permutation of its null recomputes it,
-    and each half-sample replicate does on half the rows (benchmarks/pair_job.py: nulls and intervals of the
-    measures that need them are recomputations), each at its measure_cost."""
-    _, compared, widths = pair_sizes(a, b, split)
-    cost = sum(measure_cost(spec) * (1 + (spec.get("null_permutations") or 0) + (spec.get("resamples") or 0) / 2)
-               for spec in measures.values())
-    return 2 * compared * widths[0] * widths[1] * cost / flops
 
 
 

@@ -41,7 +41,7 @@ from reprsim.io.store import ATTENTION_ARRAYS, attention_maps, open_store, split
 from reprsim.metrics import MEASURES, directed_layers
 from reprsim.metrics.api import check_params
 from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
-from reprsim.stages.compare.pairs import check_same_rows
+from reprsim.stages.compare.rows import check_same_rows
 
 HEAD_MEASURES = tuple(attention.MEASURES)  # pearson, js, frobenius
 DISTRIBUTED_MEASURES = ("cka", "svcca", "pwcca")

@@ -23,50 +23,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim.io.device import describe, resolve_device, slurm_allocated_no_gpu
-from reprsim.io.store import (
-    constant_layers,
-    open_store,
-    pooled_rows,
-    split_examples,
-    word_rows,
-)
-from reprsim.metrics import MEASURES, directed_null, directed_replicates, memory
+from reprsim.io.device import describe as describe_device
+from reprsim.io.device import resolve_device, slurm_allocated_no_gpu
+from reprsim.io.store import constant_layers, open_store, pooled_rows, split_examples
+from reprsim.metrics import MEASURES, directed_null, directed_replicates, memory, permutation, prepared
+from reprsim.metrics._inputs import dtype_name
+from reprsim.metrics.api import check_params, describe, null_statistics
+from reprsim.metrics.cka import grams_fit
 from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
-
-
-def check_same_rows(store_a, store_b, split: str, names: tuple[str, str]) -> None:
-    rows = [store["examples/row"][:][split_examples(store, split)] for store in (store_a, store_b)]
-    if not np.array_equal(rows[0], rows[1]):
-        raise ValueError(
-            f"{names[0]} and {names[1]} were extracted on different {split!r} rows "
-            f"({len(rows[0])} vs {len(rows[1])}); re-extract both with the same settings"
-        )
-
-
-def word_matrices(store_a, store_b, split: str, max_words: int | None, seed: int,
-                  names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Both stores' word rows (layers, words, d) for the words of `split`: whole sentences drawn in a
-    seeded order until `max_words` words (all with None), then only the words both models reached
-    (a word cut off by truncation in either has NaN rows). The two stores' word lists must agree,
-    example by example: they come from the dataset's segmentation, not the tokenizers."""
-    examples = split_examples(store_a, split)
-    counts = [store["examples/n_words"][:][examples] for store in (store_a, store_b)]
-    if not np.array_equal(*counts):
-        raise ValueError(f"{names[0]} and {names[1]} record different words for the {split!r} examples; "
-                         "were they extracted from the same prepared dataset?")
-    order = np.random.default_rng(seed).permutation(len(examples))
-    if max_words is not None:
-        enough = np.searchsorted(np.cumsum(counts[0][order]), max_words) + 1
-        order = order[:enough]
-    chosen = examples[np.sort(order)]
-    (X, owner), (Y, _) = word_rows(store_a, chosen), word_rows(store_b, chosen)
-    reached = np.isfinite(X).all(axis=(0, 2)) & np.isfinite(Y).all(axis=(0, 2))
-    meta = {"sentences": len(chosen), "sentences_in_split": len(examples), "words": int(reached.sum()),
-            "words_without_token": int((~reached).sum()), "max_words": max_words, "seed": seed,
-            "word_pooling": [store.attrs.get("word_pooling") for store in (store_a, store_b)],
-            "sentences_used": int(len(np.unique(owner[reached])))}
-    return X[:, reached], Y[:, reached], meta
+from reprsim.stages.compare.rows import check_same_rows, on_device, rows_digest, word_matrices
+from reprsim.stages.compare.terms import stored_sides
 
 
 def pair_device(requested: str) -> torch.device:
@@ -81,16 +47,57 @@ def pair_device(requested: str) -> torch.device:
     return resolve_device(requested)
 
 
-def on_device(stack, device: torch.device) -> torch.Tensor:
-    """A layer stack (layers, n, d) as float64 on `device`, converted once (on a GPU: there, so only the
-    stored dtype crosses the bus). A tensor already so is returned as it is."""
-    tensor = stack if isinstance(stack, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(stack))
-    return tensor.to(device).to(torch.float64)
-
-
 def _kept(stack, kept: np.ndarray):
     """The layers `kept` of a stack; the stack itself (no copy) when every layer is kept."""
     return stack if len(kept) == len(stack) else stack[kept]
+
+
+def _shared_route(name: str, params: dict, Xs, Ys) -> str | None:
+    """The side family (reprsim.metrics.prepared) a measure's statistics come from, or None: the generic routes
+    (recomputing per draw), as for CKA whose Grams do not fit in memory."""
+    key = prepared.family(name, params)
+    if key is None or (prepared.kind_of(key) == "gram" and not grams_fit(Xs.shape, Ys.shape)):
+        return None
+    return key
+
+
+def _paired_statistics(name: str, params: dict, key: str, Xk, Yk, statistics: dict, permutations: int,
+                       indices: np.ndarray, stored_dtype: str | None):
+    """Values, metas, null statistics and replicate draws of one measure from the two models' sides: read from
+    their terms stores, or prepared here once for every measure of the family (`statistics["sides"]`)."""
+    sides = statistics.get("sides")
+    if sides is None:  # a caller without a pair job's sides: prepared here, for this measure
+        rows = torch.as_tensor(statistics["indices"], device=Xk.device)
+        sides = (prepared.Sides(on_device(Xk, Xk.device), rows), prepared.Sides(on_device(Yk, Xk.device), rows))
+    n = Xk.shape[1]
+    seed = int(statistics["chance"]["seed"])
+    every = statistics.setdefault("permutations", {})
+    if len(every.get(seed, [])) < permutations:
+        every[seed] = permutation.permutations(n, permutations, seed, Xk.device)
+    rows = torch.as_tensor(indices, device=Xk.device)
+    caches = statistics.setdefault("caches", {})
+    result = prepared.paired(name, params, key, sides[0][key], sides[1][key], n, every[seed][:permutations], rows,
+                             caches.setdefault(key, {}))
+    null, source = null_statistics(name, params, result.values, result.null, n)
+    kind = prepared.kind_of(key)
+    dtype = stored_dtype or dtype_name(Xk)
+    metas = []
+    for d, meta in enumerate(result.metas):
+        own = dict(meta)
+        if kind == "gram":
+            own.update(kernel=params.get("kernel", "linear"), estimator=params.get("estimator", "biased"), form="gram")
+            if params.get("kernel") == "rbf":
+                own.update(threshold=params.get("threshold", 1.0),
+                           sigma="threshold * sqrt(median squared distance over pairs i < j)")
+            if np.isnan(result.values).any():
+                own["nan_reason"] = ("a layer with zero self-similarity (constant representation)"
+                                     + (" or a non-positive unbiased self-HSIC"
+                                        if params.get("estimator") == "unbiased" else ""))
+        d_x, d_y = (Xk.shape[2], Yk.shape[2]) if d == 0 else (Yk.shape[2], Xk.shape[2])
+        described = describe(name, params, own, n, int(d_x), int(d_y), dtype, str(Xk.device))
+        metas.append({**described, "n_permutations": permutations, "seed": seed, "null_route": result.null_route,
+                      "null_mean_from": source})
+    return result.values, metas, null, result.replicates, result.interval_route
 
 
 def _measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constant_y: np.ndarray,
@@ -98,11 +105,11 @@ def _measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, consta
     """Rows for one configured measure: every layer pair, in both directions when it is asymmetric.
 
     Every value comes with its permutation null and its half-sample interval (`statistics`:
-    the job's null and interval settings and its shared row subsets). A layer whose rows are all
-    one vector (`constant_x`/`constant_y`, from :func:`constant_layers`) is left out of the
-    computation; its pairs get NaN with the reason in `meta`. The replicates are appended, long,
-    to `replicates`. Xs and Ys are arrays or tensors (layers, n, d): the measures run on their
-    device; `stored_dtype` is the dtype the meta records when they were converted from it.
+    the job's null and interval settings and its shared row subsets; in a pair job also both models'
+    sides, reprsim.metrics.prepared). A layer whose rows are all one vector (`constant_x`/`constant_y`, from
+    :func:`constant_layers`) is left out of the computation; its pairs get NaN with the reason in `meta`. The
+    replicates are appended, long, to `replicates`. Xs and Ys are arrays or tensors (layers, n, d): the
+    measures run on their device; `stored_dtype` is the dtype the meta records when they were converted from it.
     """
     name, params = spec["measure"], spec.get("params", {})
     kind, symmetric = MEASURES[name][1], MEASURES[name][2]
@@ -118,19 +125,26 @@ def _measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, consta
     if len(kept_x) and len(kept_y):
         kept = (slice(None), kept_x[:, None], kept_y[None, :])
         Xk, Yk = _kept(Xs, kept_x), _kept(Ys, kept_y)
-        result = directed_null(name, Xk, Yk, n_permutations=permutations,
-                               seed=int(statistics["chance"]["seed"]), **params)
-        arrays["value"][kept] = result.values
-        for key, values in result.statistics.items():
-            arrays[key][kept] = values
-        kept_draws, route = directed_replicates(name, Xk, Yk, indices, **params)
+        check_params(name, params)
+        key = _shared_route(name, params, Xk, Yk)
+        if key is not None:
+            values, observed_metas, null, kept_draws, route = _paired_statistics(
+                name, params, key, Xk, Yk, statistics, permutations, indices, stored_dtype)
+        else:
+            result = directed_null(name, Xk, Yk, n_permutations=permutations,
+                                   seed=int(statistics["chance"]["seed"]), **params)
+            values, observed_metas, null = result.values, result.metas, result.statistics
+            kept_draws, route = directed_replicates(name, Xk, Yk, indices, **params)
         del Xk, Yk
+        arrays["value"][kept] = values
+        for key_, array in null.items():
+            arrays[key_][kept] = array
         draws[(slice(None), *kept)] = kept_draws
-        arrays["low"][kept], arrays["high"][kept] = interval(result.values, kept_draws, n, m,
+        arrays["low"][kept], arrays["high"][kept] = interval(values, kept_draws, n, m,
                                                              statistics["intervals"]["confidence"])
         described = {"method": METHOD, "resamples": len(indices), "rows_per_resample": m, "route": route,
                      "confidence": statistics["intervals"]["confidence"], "seed": statistics["intervals"]["seed"]}
-        for d, meta in enumerate(result.metas):
+        for d, meta in enumerate(observed_metas):
             per_pair = {(kept_x[i], kept_y[j]): v for (i, j), v in meta.get("per_pair", {}).items()}
             shared = {k: v for k, v in meta.items() if k != "per_pair" and not isinstance(v, np.ndarray)}
             if stored_dtype is not None:
@@ -172,6 +186,7 @@ def compare_pair(
     words: dict | None = None,
     device: str = "cpu",
     max_memory_gb: float | None = None,
+    terms: tuple[str | Path | None, str | Path | None] = (None, None),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every configured measure for all layer pairs (asymmetric ones in both directions), with
     its permutation null and half-sample interval; and the long table of the replicates.
@@ -185,6 +200,10 @@ def compare_pair(
     `representation` "word" compares word rows (:func:`word_matrices`; `words` is similarity.word:
     {max_words, seed}); every row's meta then says which words.
 
+    `terms` are the two models' terms stores (rule model_terms, :mod:`reprsim.stages.compare.terms`): what each
+    measure needs of one model alone, prepared once per model; a store that does not rest on this job's rows
+    (a word a token of the other model did not reach) is not used, and that model's terms are prepared here.
+
     `device` is similarity.device (:func:`pair_device`): the layer stacks are converted to float64
     there once. `max_memory_gb` is similarity.max_memory_gb, the measures' working-memory budget
     beyond the stacks (reprsim.metrics.memory; None: its default).
@@ -197,11 +216,12 @@ def compare_pair(
     word_meta = None
     if representation == "word":
         words = {"max_words": None, "seed": 0, **(words or {})}
-        Xs, Ys, word_meta = word_matrices(store_a, store_b, split, words["max_words"], int(words["seed"]),
-                                          (model_a, model_b))
+        Xs, Ys, word_meta, digest = word_matrices(store_a, store_b, split, words["max_words"], int(words["seed"]),
+                                                  (model_a, model_b))
         print(f"{model_a} vs {model_b}: {word_meta['words']} words of {word_meta['sentences']} sentences", flush=True)
     else:
         Xs, Ys = pooled_rows(store_a, representation, split), pooled_rows(store_b, representation, split)
+        digest = rows_digest(split_examples(store_a, split))
     constant_a, constant_b = constant_layers(Xs), constant_layers(Ys)
     target = pair_device(device)
     if target.type == "cpu" and "SLURM_JOB_ID" in os.environ and os.environ.get("CUDA_VISIBLE_DEVICES"):
@@ -212,9 +232,15 @@ def compare_pair(
     most = max([int(intervals["resamples"])] + [int(spec.get("resamples") or 0) for spec in measures.values()])
     statistics = {"chance": chance, "intervals": intervals,
                   "indices": half_samples(Xs.shape[1], most, int(intervals["seed"]))}
+    rows = torch.as_tensor(statistics["indices"], device=target)
+    statistics["sides"] = tuple(
+        prepared.Sides(_kept(stack, np.flatnonzero(~constant)), rows,
+                       stored_sides(path, digest, np.flatnonzero(~constant), statistics["indices"], int(intervals["seed"]),
+                                    target, name))
+        for stack, constant, path, name in ((Xs, constant_a, terms[0], model_a), (Ys, constant_b, terms[1], model_b)))
     rows, replicates = [], []
     with memory.budget(max_memory_gb) as budget:
-        print(f"{model_a} vs {model_b}: {Xs.shape[1]} rows, {len(Xs)} x {len(Ys)} layers, on {describe(target)}; "
+        print(f"{model_a} vs {model_b}: {Xs.shape[1]} rows, {len(Xs)} x {len(Ys)} layers, on {describe_device(target)}; "
               f"measures' working memory up to {budget / memory.GIB:g} GiB beyond the stacks "
               f"({(Xs.numel() + Ys.numel()) * 8 / memory.GIB:.2f} GiB)", flush=True)
         for label, spec in measures.items():

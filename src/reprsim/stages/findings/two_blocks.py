@@ -68,13 +68,19 @@ def two_block_structure(tables: Tables, setup: Setup) -> list[dict]:
 
 
 def _cls_blocks(layer_blocks: pd.DataFrame | None, models: list[str]) -> str:
-    """The finetune stage's CLS-token block summary, quoted for reference (it has no interval)."""
+    """The finetune stage's CLS-token block summary, quoted for reference, with the contrasts' intervals."""
     if layer_blocks is None or layer_blocks.empty:
         return ""
     quoted = []
     for model in models:
-        rows = layer_blocks[layer_blocks["model"] == model].set_index("view")["contrast"]
+        rows = layer_blocks[layer_blocks["model"] == model].set_index("view")
         if {"FT–FT", "ORIG–ORIG"} <= set(rows.index):
-            quoted.append(f"{model} {rows['FT–FT']:.3f} vs {rows['ORIG–ORIG']:.3f}")
-    return ("; for reference, the CLS-token layer views' contrasts FT–FT vs ORIG–ORIG (no interval): "
-            + ", ".join(quoted)) if quoted else ""
+            quoted.append(f"{model} {_contrast_text(rows.loc['FT–FT'])} vs {_contrast_text(rows.loc['ORIG–ORIG'])}")
+    return ("; for reference, the CLS-token layer views' contrasts FT–FT vs ORIG–ORIG: " + ", ".join(quoted)
+            if quoted else "")
+
+
+def _contrast_text(row: pd.Series) -> str:
+    if "ci_low" in row and pd.notna(row["ci_low"]):
+        return f"{row['contrast']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+    return f"{row['contrast']:.3f}"

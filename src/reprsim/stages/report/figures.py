@@ -539,16 +539,22 @@ def truncation_curve(tables: Tables, out_path: str | Path, metric: str = "accura
 
 
 def layer_views_figure(tables: Tables, out_path: str | Path) -> None:
-    """CLS-token CKA between layers, one panel per view, with the block split drawn on FT–FT and ORIG–ORIG."""
+    """CLS-token CKA between layers, one panel per view, with the block split drawn on FT–FT and ORIG–ORIG; cells
+    whose interval does not exclude their chance level are crossed out."""
     table, blocks = tables["table"], tables["blocks"]
     model = table["model"].iloc[0]
     views = list(dict.fromkeys(table["view"]))
-    fig, axes = plt.subplots(1, len(views), figsize=(3.3 * len(views), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(views), figsize=(3.3 * len(views), 3.8), squeeze=False)
     for ax, view in zip(axes[0], views):
         rows = table[table["view"] == view]
         matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").to_numpy()
         image = ax.imshow(matrix, cmap="magma", vmin=0, vmax=1, origin="lower")
-        ax.set_title(view, fontsize=8)
+        if "beyond_chance" in rows:
+            chance = rows[rows["value"].notna() & ~rows["beyond_chance"].astype(bool)]
+            ax.scatter(chance["layer_b"], chance["layer_a"], marker="x", s=18, color="white", linewidths=0.8)
+            ax.set_title(f"{view}\nchance {rows['null_mean'].min():.2f}–{rows['null_mean'].max():.2f}", fontsize=8)
+        else:
+            ax.set_title(view, fontsize=8)
         ax.set_xlabel(f"layer of {rows['model_b'].iloc[0]}", fontsize=7)
         ax.set_ylabel(f"layer of {rows['model_a'].iloc[0]}", fontsize=7)
         ax.set_xticks(range(matrix.shape[1]))  # layers are whole numbers, also for shallow models
@@ -559,11 +565,13 @@ def layer_views_figure(tables: Tables, out_path: str | Path) -> None:
             split = int(summary["split"].iloc[0])
             for line in (ax.axhline, ax.axvline):
                 line(split - 0.5, color="cyan", lw=1, ls="--")
-            ax.text(0.02, 0.98, f"split at layer {split}\ncontrast {summary['contrast'].iloc[0]:.2f}",
+            bounds = (f" [{summary['ci_low'].iloc[0]:.2f}, {summary['ci_high'].iloc[0]:.2f}]"
+                      if "ci_low" in summary and pd.notna(summary["ci_low"].iloc[0]) else "")
+            ax.text(0.02, 0.98, f"split at layer {split}\ncontrast {summary['contrast'].iloc[0]:.2f}{bounds}",
                     transform=ax.transAxes, va="top", fontsize=6, color="cyan")
     fig.colorbar(image, ax=axes[0].tolist(), label="linear CKA (CLS token)", fraction=0.02, pad=0.02)
     fig.suptitle(f"{model}: CKA between layers ({table['split'].iloc[0]}, n={table['n'].iloc[0]}); "
-                 "dashed: best two-block split", fontsize=9)
+                 "dashed: best two-block split; ×: interval does not exclude chance", fontsize=9)
     _save(fig, out_path)
 
 

@@ -592,8 +592,9 @@ def finetuned(inputs: ReportInputs) -> list[str]:
                                                   f"{chance}."))
         if model in views:
             figures.append(_image(views[model], f"{model}: linear CKA between layers; "
-                                                f"{n_views.get(model, 'n in the title')}; chance level: none drawn "
-                                                "for these views (no permutation null).", wide=True))
+                                                f"{n_views.get(model, 'n in the title')}; chance level: the "
+                                                "permutation null of every cell (its range in each panel's title; "
+                                                "× where the 95% interval does not exclude it).", wide=True))
         parts += [f"<h2 id='{_anchor('model', model)}'>{html.escape(model)}</h2>", "<div class='grid'>", *figures,
                   "</div>"]
     if inputs.layer_blocks:

@@ -30,6 +30,17 @@ OBJECTIVES = ("classification", "language_modeling")
 HIGHER_IS_BETTER = {"accuracy": True, "matthews_correlation": True, "cross_entropy": False}
 
 
+HELDOUT_SEED = 7  # the held-out rows of the training split: one seeded draw, the same for every map and seed
+
+
+def heldout_rows(total: int, heldout: int) -> np.ndarray:
+    """Sorted positions of the held-out rows of a training split of `total` rows: `heldout` of them, at most a tenth
+    of the split, drawn once (HELDOUT_SEED). The learned maps never train on them, and a map ends at its start
+    unless training lowered its loss there."""
+    count = min(int(heldout), total // 10)
+    return np.sort(np.random.default_rng(HELDOUT_SEED).choice(total, size=count, replace=False))
+
+
 def training_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator):
     """Row-index batches, forever: each epoch a seeded shuffle, grouped by length (little padding)."""
     if len(lengths) < batch_size:
@@ -43,10 +54,20 @@ class Classification:
     metrics = ("accuracy", "matthews_correlation")
 
     def __init__(self, dataset_dir: str | Path, tokenizers: tuple, split: str, max_length: int, device,
-                 eval_batch_size: int = 64, max_examples: int | None = None, train_split: str = "train"):
+                 eval_batch_size: int = 64, max_examples: int | None = None, train_split: str = "train",
+                 heldout: int = 0):
         self.tokenizer, self.device, self.max_length = tokenizers[-1], device, int(max_length)
-        self.train = load_split(dataset_dir, train_split)
+        train = load_split(dataset_dir, train_split)
+        held = heldout_rows(len(train), heldout)
+        kept = np.setdiff1d(np.arange(len(train)), held)
+        self.train, heldout_frame = train.iloc[kept], train.iloc[held]
         self.train_lengths = token_lengths(self.tokenizer, self.train, self.max_length)
+        self.heldout_batches = []
+        if len(heldout_frame):
+            ordered = heldout_frame.iloc[length_order(self.tokenizer, heldout_frame, self.max_length)]
+            self.heldout_batches = [
+                encode_rows(self.tokenizer, ordered, np.arange(s, min(s + eval_batch_size, len(ordered))),
+                            self.max_length, self.device) for s in range(0, len(ordered), eval_batch_size)]
         frame = load_split(dataset_dir, split)
         if max_examples is not None and len(frame) > max_examples:
             frame = frame.iloc[:max_examples]
@@ -94,10 +115,16 @@ class LanguageModeling:
     metrics = ("cross_entropy",)
 
     def __init__(self, dataset_dir: str | Path, tokenizers: tuple, split: str, context: int, device,
-                 eval_batch_size: int = 16, max_examples: int | None = None, train_split: str = "train"):
+                 eval_batch_size: int = 16, max_examples: int | None = None, train_split: str = "train",
+                 heldout: int = 0):
         self.device, self.eval_batch_size = device, eval_batch_size
         tokenizer = tokenizers[-1]
-        self.train = text_blocks(tokenizer, texts_of(dataset_dir, train_split), context)
+        train = text_blocks(tokenizer, texts_of(dataset_dir, train_split), context)
+        held = torch.as_tensor(heldout_rows(len(train), heldout), dtype=torch.long)
+        kept = torch.as_tensor(np.setdiff1d(np.arange(len(train)), held.numpy()), dtype=torch.long)
+        self.train = train[kept]
+        self.heldout_batches = [self._batch(train[held[s:s + eval_batch_size]])
+                                for s in range(0, len(held), eval_batch_size)]
         texts = texts_of(dataset_dir, split)
         self.eval = text_blocks(tokenizer, texts, context)
         if max_examples is not None and len(self.eval) > max_examples:

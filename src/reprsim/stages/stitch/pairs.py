@@ -20,6 +20,7 @@ et al. 2023). docs/numerics.md §12a has the conventions; in short:
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from reprsim.io.device import describe
 from reprsim.io.logs import progress
 from reprsim.layers import matching_layer
 from reprsim.nets.loading import load_causal_lm, load_classifier, load_encoder, load_tokenizer, n_layers
+from reprsim.nets.streams import model_inputs, residual_stream
 from reprsim.resampling import METHOD, half_samples, interval, subsample_size
 from reprsim.stages.stitch.objectives import HIGHER_IS_BETTER, OBJECTIVES, Classification, LanguageModeling
 from reprsim.stages.stitch.stitched import (
@@ -41,8 +43,6 @@ from reprsim.stages.stitch.stitched import (
     freeze,
     least_squares_start,
     make_phi,
-    model_inputs,
-    residual_stream,
     starts_at_identity,
     stitched_forward,
 )
@@ -50,8 +50,8 @@ from reprsim.stages.stitch.stitched import (
 COLUMNS = ["dataset", "objective", "model_a", "model_b", "layer_a", "layer_b", "n_layers_a", "n_layers_b", "phi",
            "seed", "metric", "higher_is_better", "value", "chance", "ci_low", "ci_high", "top_score", "top_low",
            "top_high", "penalty", "penalty_low", "penalty_high", "self_stitch", "self_penalty", "excess_penalty",
-           "start", "steps", "first_loss", "final_loss", "seconds", "split", "n", "n_resamples", "interval_method",
-           "device"]
+           "start", "steps", "first_loss", "final_loss", "heldout_start_loss", "heldout_trained_loss", "kept",
+           "seconds", "split", "n", "n_resamples", "interval_method", "device"]
 REPLICATE_COLUMNS = ["dataset", "model_a", "model_b", "layer_a", "layer_b", "phi", "seed", "metric", "replicate",
                      "value", "penalty", "n", "m"]
 OPTIMIZERS = ("sgd_nesterov", "sgd", "adam")
@@ -123,20 +123,20 @@ def _load(objective: str, bottom_dir, top_dir, device):
 
 
 def _objective(objective: str, dataset_dir, top_dir, tokenizers, split, device, max_length, context, max_examples,
-               train_split):
+               train_split, heldout):
     if objective == "classification":
         if max_length is None:
             max_length = read_meta(top_dir).get("spec", {}).get("max_length")
         if max_length is None:
             raise ValueError(f"{top_dir}: no max_length in its meta.json spec; set stitching.max_length")
         return Classification(dataset_dir, tokenizers, split, max_length, device, max_examples=max_examples,
-                              train_split=train_split)
+                              train_split=train_split, heldout=heldout)
     if context is None:
         context = read_meta(top_dir).get("spec", {}).get("context")
     if context is None:
         raise ValueError(f"{top_dir}: no context in its meta.json spec; set stitching.context")
     return LanguageModeling(dataset_dir, tokenizers, split, int(context), device, max_examples=max_examples,
-                            train_split=train_split)
+                            train_split=train_split, heldout=heldout)
 
 
 def _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens):
@@ -203,22 +203,60 @@ def _train(maps, bottom, top, task, steps, batch_size, optimizer_spec, seed, lab
 
 
 @torch.no_grad()
+def _heldout_losses(maps, bottom, top, task) -> dict:
+    """Every map's training loss on the held-out rows of the training split (the mean over rows or blocks)."""
+    totals, rows = {key: 0.0 for key in maps}, 0
+    layers = sorted({l for l, _, _ in maps})
+    for batch in task.heldout_batches:
+        streams = residual_stream(bottom, batch, layers)
+        size = len(batch["input_ids"])
+        for key, phi in maps.items():
+            totals[key] += float(task.loss(stitched_forward(top, key[1], phi, streams[key[0]], batch), batch)) * size
+        rows += size
+    return {key: total / rows for key, total in totals.items()}
+
+
+def _keep_improved(maps, starts: dict, bottom, top, task) -> dict:
+    """Each trained map, or its start (`starts`: state dicts) where training did not lower its loss on the held-out
+    rows of the training split: a learned map never ends worse there than where it started. Returns per map
+    (held-out loss at the start, after training, and which was kept)."""
+    trained = {key: copy.deepcopy(phi.state_dict()) for key, phi in maps.items()}
+    trained_losses = _heldout_losses(maps, bottom, top, task)
+    for key, phi in maps.items():
+        phi.load_state_dict(starts[key])
+    start_losses = _heldout_losses(maps, bottom, top, task)
+    outcome = {}
+    for key, phi in maps.items():
+        improved = trained_losses[key] < start_losses[key]
+        if improved:
+            phi.load_state_dict(trained[key])
+        outcome[key] = (start_losses[key], trained_losses[key], "trained" if improved else "start")
+    return outcome
+
+
+@torch.no_grad()
 def _evaluate(maps, bottom, top, task, label, with_top: bool) -> tuple[dict | None, dict]:
     """Per-row statistics of every stitched model (and of the top model alone, `with_top`) on the
-    evaluation batches."""
+    evaluation batches. A model stitched into itself through the identity at the same layer is the model itself
+    (the same operations on the same inputs: reprsim.nets.streams), so it takes the model's own statistics."""
+    itself = [key for key in maps if bottom is top and key[2] == "identity" and key[0] == key[1]]
     stats = {key: [] for key in maps}
-    if with_top:
+    if with_top or itself:
         stats["top"] = []
-    layers = sorted({l for l, _, _ in maps})
+    layers = sorted({key[0] for key in maps if key not in itself})
     for batch in progress(task.eval_batches, unit="batch", desc=f"evaluate {label}"):
-        if with_top:
+        if "top" in stats:
             stats["top"].append(task.row_stats(top(**model_inputs(batch), use_cache=False), batch))
         streams = residual_stream(bottom, batch, layers) if layers else {}
         for key, phi in maps.items():
+            if key in itself:
+                stats[key].append(stats["top"][-1])
+                continue
             stats[key].append(task.row_stats(stitched_forward(top, key[1], phi, streams[key[0]], batch), batch))
     joined = {key: {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
               for key, parts in stats.items() if parts}
-    return joined.pop("top", None), joined
+    top_stats = joined.pop("top", None)
+    return (top_stats if with_top else None), joined
 
 
 def stitch_pair(
@@ -227,7 +265,7 @@ def stitch_pair(
     optimizer: dict | None = None, split: str = "validation", train_split: str = "train", seeds=(0,),
     resamples: int = 40, confidence: float = 0.95, interval_seed: int = 0, chance_permutations: int = 100,
     chance_seed: int = 0, max_length: int | None = None, context: int | None = None, max_examples: int | None = None,
-    init_tokens: int = 20000, on_width_mismatch: str = "refuse", device: torch.device | None = None,
+    init_tokens: int = 20000, heldout: int = 0, on_width_mismatch: str = "refuse", device: torch.device | None = None,
     names: tuple[str, str] | None = None, dataset: str | None = None, self_table: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The stitching table and its half-sample replicates for bottom model f (`bottom_dir`, model_a)
@@ -252,7 +290,7 @@ def stitch_pair(
     depth_a, depth_b = n_layers(bottom.config), n_layers(top.config)
     pairs = layer_pairs(layers, depth_a, depth_b)
     task = _objective(objective, dataset_dir, top_dir, tokenizers, split, device, max_length, context, max_examples,
-                      train_split)
+                      train_split, heldout)
     n = task.n
     subsets = half_samples(n, resamples, seed=interval_seed)
     m = subsample_size(n)
@@ -264,18 +302,21 @@ def stitch_pair(
         torch.manual_seed(int(seed))
         keys = [(l, mm, kind) for l, mm in pairs for kind in learned]
         maps, starts = _start_maps(keys, bottom, top, task, batch_size, int(seed), init_tokens) if keys else ({}, {})
+        at_start = {key: copy.deepcopy(phi.state_dict()) for key, phi in maps.items()}
         trained = _train(maps, bottom, top, task, steps, batch_size, optimizer or {}, int(seed), f"{label}, seed {seed}")
+        kept = (_keep_improved(maps, at_start, bottom, top, task) if task.heldout_batches and steps else
+                {key: (np.nan, np.nan, "trained") for key in maps})
         if index == 0:  # the identity needs no training: scored once, under the first seed
             for key in identity_keys:
                 maps[key] = make_phi("identity", d_in, d_out)
-                starts[key], trained[key] = "identity", (np.nan, np.nan, 0.0)
+                starts[key], trained[key], kept[key] = "identity", (np.nan, np.nan, 0.0), (np.nan, np.nan, "")
         for phi in maps.values():
             phi.eval()
-        runs.append((int(seed), maps, starts, trained))
+        runs.append((int(seed), maps, starts, trained, kept))
 
     rows, replicate_rows = [], []
     top_stats = None
-    for seed, maps, starts, trained in runs:
+    for seed, maps, starts, trained, kept in runs:
         top_now, stitched = _evaluate(maps, bottom, top, task, f"{label}, seed {seed}", with_top=top_stats is None)
         if top_stats is None:  # g alone: scored once
             top_stats = top_now
@@ -287,6 +328,7 @@ def stitch_pair(
             chance = task.chance(stats, chance_permutations, chance_seed)
             replicates = [task.scores(stats, rows_) for rows_ in subsets]
             first_loss, final_loss, seconds = trained[key]
+            heldout_start, heldout_trained, kept_map = kept[key]
             for metric in task.metrics:
                 sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
                 values = np.array([r[metric] for r in replicates])
@@ -302,7 +344,8 @@ def stitch_pair(
                     "ci_low": low, "ci_high": high, "top_score": top_scores[metric], "top_low": top_low,
                     "top_high": top_high, "penalty": penalty, "penalty_low": penalty_low, "penalty_high": penalty_high,
                     "start": starts[key], "steps": 0 if kind == "identity" else steps, "first_loss": first_loss,
-                    "final_loss": final_loss, "seconds": round(seconds, 2),
+                    "final_loss": final_loss, "heldout_start_loss": heldout_start,
+                    "heldout_trained_loss": heldout_trained, "kept": kept_map, "seconds": round(seconds, 2),
                 })
                 replicate_rows += [{"layer_a": l, "layer_b": mm, "phi": kind, "seed": seed, "metric": metric,
                                     "replicate": r, "value": v, "penalty": p}

@@ -13,79 +13,11 @@ while it continues), and only φ's parameters are ever handed to an optimiser.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from types import SimpleNamespace
-from typing import Iterator, Sequence
-
 import torch
 
-from reprsim.nets.classifiers import embedding_output, set_blocks, transformer_blocks
+from reprsim.nets.streams import continued_from, model_inputs
 
 PHI_KINDS = ("identity", "affine", "affine_layernorm")
-
-
-def _first(output):
-    return output[0] if isinstance(output, tuple) else output
-
-
-class _Captured(Exception):
-    """Raised by the capture hook once the highest layer asked for is in hand: the blocks above it never run."""
-
-
-def model_inputs(batch: dict) -> dict:
-    """The arguments a forward pass takes from a batch (no labels: the stitch computes its own loss)."""
-    return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-
-
-@torch.no_grad()
-def residual_stream(model, batch: dict, layers: Sequence[int]) -> dict[int, torch.Tensor]:
-    """The residual stream of `model` at each of `layers` (batch, tokens, d), from one forward pass
-    that stops after the highest of them."""
-    modules = [embedding_output(model), *transformer_blocks(model)]
-    wanted = sorted(set(int(layer) for layer in layers))
-    if not wanted or wanted[0] < 0 or wanted[-1] >= len(modules):
-        raise ValueError(f"layers {list(layers)} outside 0..{len(modules) - 1} of a {model.config.model_type} model")
-    captured: dict[int, torch.Tensor] = {}
-
-    def hook(layer: int):
-        def capture(module, args, output):
-            captured[layer] = _first(output).detach()
-            if layer == wanted[-1]:
-                raise _Captured
-        return capture
-
-    handles = [modules[layer].register_forward_hook(hook(layer)) for layer in wanted]
-    try:
-        model.base_model(**model_inputs(batch), use_cache=False)
-    except _Captured:
-        pass
-    finally:
-        for handle in handles:
-            handle.remove()
-    return captured
-
-
-@contextmanager
-def continued_from(model, layer: int) -> Iterator[SimpleNamespace]:
-    """Within the block, `model(**inputs)` runs g_{>layer}: its blocks layer + 1..L (and head) on
-    `state.stream` in place of its own embedding output. Yields `state`."""
-    blocks = transformer_blocks(model)
-    if not 0 <= layer <= len(blocks):
-        raise ValueError(f"cannot continue a {len(blocks)}-block {model.config.model_type} model after layer {layer}")
-    state = SimpleNamespace(stream=None)
-
-    def replace(module, args, output):
-        if state.stream is None:
-            raise RuntimeError("continued_from: set state.stream before the forward pass")
-        return state.stream
-
-    handle = embedding_output(model).register_forward_hook(replace)
-    set_blocks(model, torch.nn.ModuleList(list(blocks)[layer:]))
-    try:
-        yield state
-    finally:
-        set_blocks(model, blocks)
-        handle.remove()
 
 
 def stitched_forward(top, top_layer: int, phi: torch.nn.Module, stream: torch.Tensor, batch: dict):

@@ -1,0 +1,98 @@
+"""How busy a Snakemake run kept its cores, from Snakemake's own log.
+
+    python benchmarks/utilisation.py [LOG] [--cores N]
+
+LOG defaults to the newest .snakemake/log/*.snakemake.log of the working directory; --cores to the run's
+"Provided cores". Each job's duration runs from the timestamp before its "rule"/"localrule" block to the one
+before its "Finished jobid" line. Printed:
+
+- wall time (first job start to last job end) and the sum of job durations;
+- utilisation = Σ duration / (cores × wall), the issue's measure, and the same with each job weighted by its
+  threads (a two-thread job occupies both cores while it runs);
+- per rule: jobs, threads, summed and longest duration; and the idle stretches: periods when fewer threads
+  were running than cores (the serial parts of the DAG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+STAMP = re.compile(r"\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+RULE = re.compile(r"^(?:local)?(?:checkpoint|rule) (\w+):$")
+JOBID = re.compile(r"^\s+jobid: (\d+)$")
+THREADS = re.compile(r"^\s+threads: (\d+)$")
+FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
+CORES = re.compile(r"^Provided cores: (\d+)$")
+
+
+def parse(path: Path) -> tuple[dict[int, dict], int | None]:
+    jobs, stamp, current, cores = {}, None, None, None
+    for line in path.read_text(errors="replace").splitlines():
+        if match := STAMP.search(line):  # a job's progress bar may leave no newline before it
+            stamp = datetime.strptime(match.group(1), "%a %b %d %H:%M:%S %Y")
+        elif match := CORES.match(line):
+            cores = int(match.group(1))
+        elif match := RULE.match(line):
+            current = {"rule": match.group(1), "start": stamp, "threads": 1}
+        elif current is not None and (match := JOBID.match(line)):
+            jobs[int(match.group(1))] = current
+        elif current is not None and (match := THREADS.match(line)):
+            current["threads"] = int(match.group(1))
+        elif match := FINISHED.match(line):
+            job = jobs.get(int(match.group(1)))
+            if job is not None:
+                job["end"] = stamp
+    return {jobid: job for jobid, job in jobs.items() if "end" in job and job["rule"] != "all"}, cores
+
+
+def idle_stretches(jobs: list[dict], cores: int, at_least: float = 5.0) -> list[tuple[float, float, int]]:
+    """(start, seconds, threads running) of the stretches at least `at_least` s long with fewer threads busy
+    than cores, times relative to the first start."""
+    origin = min(job["start"] for job in jobs)
+    events = sorted([((job["start"] - origin).total_seconds(), job["threads"]) for job in jobs]
+                    + [((job["end"] - origin).total_seconds(), -job["threads"]) for job in jobs])
+    stretches, running, previous = [], 0, 0.0
+    for time, change in events:
+        if time > previous and running < cores and time - previous >= at_least:
+            stretches.append((previous, time - previous, running))
+        running += change
+        previous = time
+    return stretches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log", nargs="?", type=Path)
+    parser.add_argument("--cores", type=int)
+    args = parser.parse_args()
+    log = args.log or max(Path(".snakemake/log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
+    jobs, provided = parse(log)
+    cores = args.cores or provided or 1
+    done = list(jobs.values())
+    start, end = min(job["start"] for job in done), max(job["end"] for job in done)
+    wall = (end - start).total_seconds()
+    durations = [(job["end"] - job["start"]).total_seconds() for job in done]
+    weighted = sum(d * min(job["threads"], cores) for d, job in zip(durations, done))
+    print(f"{log}: {len(done)} jobs on {cores} cores, wall {wall:.0f} s ({wall / 60:.1f} min)")
+    print(f"sum of job durations {sum(durations):.0f} s: utilisation {sum(durations) / (cores * wall):.1%} "
+          f"(Σ duration / (cores × wall)); weighted by threads {weighted:.0f} s: {weighted / (cores * wall):.1%}")
+    per_rule = defaultdict(list)
+    for d, job in zip(durations, done):
+        per_rule[job["rule"]].append((d, job["threads"]))
+    print(f"\n{'rule':<26}{'jobs':>5}{'threads':>8}{'sum s':>9}{'max s':>8}")
+    for rule, items in sorted(per_rule.items(), key=lambda item: -sum(d for d, _ in item[1])):
+        print(f"{rule:<26}{len(items):>5}{max(t for _, t in items):>8}{sum(d for d, _ in items):>9.0f}"
+              f"{max(d for d, _ in items):>8.0f}")
+    stretches = idle_stretches(done, cores)
+    if stretches:
+        print("\nstretches of 5 s or more with a core idle (start s, length s, threads running):")
+        for begin, length, running in stretches:
+            print(f"  {begin:7.0f} {length:6.0f}  {running}")
+
+
+if __name__ == "__main__":
+    main()
