@@ -76,14 +76,14 @@ class Plan:
         return max(self.costs, key=lambda cost: cost.mem_mb)
 
     def group_components(self) -> dict[str, int]:
-        """Components per SLURM submission for each profile group of many short jobs (pairs, align): as many
+        """Components per SLURM submission for each profile group of many short jobs (terms, pairs, align): as many
         as fit submission_minutes, at least 1. A component is what Snakemake batches (--group-components):
         jobs of the group connected in the DAG, such as a pair job and its heatmap; their number is taken as
         the most jobs of any one rule of the group, and each lasts the group's estimated time over that."""
         times: dict[str, float] = defaultdict(float)
         counts: dict[str, Counter] = defaultdict(Counter)
         for cost in self.costs:
-            if cost.job.group in ("pairs", "align"):
+            if cost.job.group in ("terms", "pairs", "align"):
                 times[cost.job.group] += cost.seconds
                 counts[cost.job.group][cost.job.rule] += 1
         components = {group: max(rules.values()) for group, rules in counts.items()}
