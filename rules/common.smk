@@ -97,10 +97,11 @@ def per_pair(template, representations, datasets, pairs):
             for r in representations for d in datasets for a, b in pairs]
 
 
-# The pairs each representation compares: every pair (self pairs too), except that similarity.word.pairs may
-# name fewer for word level (its pair jobs cost more: n words instead of n sentences).
+# The pairs each representation compares: similarity.pairs (null: every pair, self pairs too), except that
+# similarity.word.pairs may name fewer for word level (its pair jobs cost more: n words instead of n sentences).
+COMPARED_PAIRS = unordered(config["similarity"]["pairs"]) if config["similarity"]["pairs"] is not None else PAIRS
 WORD_PAIRS = config["similarity"]["word"]["pairs"]
-PAIRS_OF = {r: unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None else PAIRS
+PAIRS_OF = {r: unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None else COMPARED_PAIRS
             for r in REPRESENTATIONS}
 
 

@@ -127,6 +127,13 @@ def _metric(args: argparse.Namespace) -> int:
     return 0
 
 
+def _measures(args: argparse.Namespace) -> int:
+    from reprsim.metrics import catalogue
+
+    print(catalogue.markdown() if args.markdown else catalogue.text_table(), end="" if args.markdown else "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reprsim", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -157,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     metric.add_argument("--param", action="append", default=[], type=_parse_param, metavar="KEY=VALUE",
                         help="measure parameter (repeatable), e.g. --param estimator=unbiased")
     metric.set_defaults(run=_metric)
+    measures = commands.add_parser("measures", help="every similarity measure with its declared properties "
+                                   "(kind, range, symmetry, invariances, rows needed, cost)")
+    measures.add_argument("--markdown", action="store_true", help="the docs page (docs/measures.md) instead")
+    measures.set_defaults(run=_measures)
     args = parser.parse_args(argv)
     return args.run(args)
 

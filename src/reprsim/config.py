@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 from jsonschema import validators
 
+from reprsim.metrics.registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.stitching import stitching_problems
@@ -240,6 +241,7 @@ def _detail_errors(config: dict, models: dict, measures: dict) -> Iterator[str]:
         yield "similarity.attention compares attention maps, which extraction.attention: true stores; set it"
     named = [("similarity.attention.pairs", pair) for pair in (attention or {}).get("pairs") or []]
     named += [("similarity.word.pairs", pair) for pair in similarity.get("word", {}).get("pairs") or []]
+    named += [("similarity.pairs", pair) for pair in similarity.get("pairs") or []]
     for key, pair in named:
         for name in pair:
             if name not in models:
@@ -526,7 +528,7 @@ def sample_size_warnings(config: dict) -> list[str]:
                 out.append(f"{where}: half-samples of {half} rows cannot support k_x + k_y = {k}: no interval")
         if name == "mixedsim" and pca_dims is not None and rows and rows < RATIO * pca_dims:
             out.append(f"{where}: {rows} rows < {RATIO}·pca_dims = {RATIO * pca_dims}: values biased upward")
-        if name == "mutual_knn" and half is not None and params.get("k", 10) >= half:
+        if "k" in REGISTERED[name].params and half is not None and params.get("k", 10) >= half:
             out.append(f"{where}: k = {params.get('k', 10)} is not below the {half} rows of a half-sample: "
                        "no interval")
     return out

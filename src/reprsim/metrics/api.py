@@ -11,17 +11,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from reprsim.metrics import permutation, sample_size, subsample
+from reprsim.metrics import permutation, registry, sample_size, subsample
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
 from reprsim.metrics.cca import cca_layers_from, cca_prepared
-from reprsim.metrics.cka import cka_layers, minibatch_cka_layers
-from reprsim.metrics.knn import mutual_knn_layers
-from reprsim.metrics.neuron import (
-    mixedsim_layers,
-    neuronsim_both_layers,
-    neuronsim_layers,
-)
-from reprsim.metrics.procrustes import procrustes_layers
+from reprsim.metrics.cka import minibatch_cka_layers
+from reprsim.metrics.neuron import neuronsim_both_layers
 
 
 @dataclass
@@ -64,19 +58,44 @@ def _forward(directed: Callable) -> Callable:
     return run
 
 
-# name -> (layers function X→Y, similarity or distance, symmetric?)
-MEASURES: dict[str, tuple[Callable, str, bool]] = {
-    "cka": (cka_layers, "similarity", True),
-    "cka_minibatch": (lambda Xs, Ys, batch_size=1024, **p: minibatch_cka_layers(Xs, Ys, batch_size, **p),
-                      "similarity", True),
-    "cca": (_forward(_cca_directed("cca")), "similarity", True),
-    "svcca": (_forward(_cca_directed("svcca")), "similarity", True),
-    "pwcca": (_forward(_cca_directed("pwcca")), "similarity", False),
-    "procrustes": (procrustes_layers, "distance", True),
-    "neuronsim": (neuronsim_layers, "similarity", False),
-    "mixedsim": (mixedsim_layers, "similarity", False),
-    "mutual_knn": (mutual_knn_layers, "similarity", True),
-}
+def cka_minibatch_layers(Xs, Ys, batch_size=1024, **params):
+    return minibatch_cka_layers(Xs, Ys, batch_size, **params)
+
+
+cca_layers = _forward(_cca_directed("cca"))
+svcca_layers = _forward(_cca_directed("svcca"))
+pwcca_layers = _forward(_cca_directed("pwcca"))
+
+
+class _Measures(dict):
+    """name -> (layers function X→Y, similarity or distance, symmetric?), from the registry
+    (reprsim.metrics.registry); each measure's module loads on first use."""
+
+    def __missing__(self, name):
+        spec = registry.get(name)
+        entry = self[name] = (spec.load(), spec.kind, spec.symmetric)
+        return entry
+
+    def __contains__(self, name):
+        return name in registry.MEASURES
+
+    def __iter__(self):
+        return iter(registry.MEASURES)
+
+    def __len__(self):
+        return len(registry.MEASURES)
+
+    def keys(self):
+        return registry.MEASURES.keys()
+
+    def items(self):
+        return [(name, self[name]) for name in registry.MEASURES]
+
+    def values(self):
+        return [self[name] for name in registry.MEASURES]
+
+
+MEASURES = _Measures()
 
 # asymmetric measures whose two directions come from one computation: -> ((2, L1, L2), meta)
 BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuronsim": neuronsim_both_layers}
@@ -84,17 +103,7 @@ BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuron
 
 # parameters each measure accepts (checked before any computation, so a typo is named); a config's
 # are checked, with their types and ranges, by schema.yaml's $defs/measure_params (tests keep the names in step)
-PARAMETERS: dict[str, tuple[str, ...]] = {
-    "cka": ("kernel", "estimator", "threshold"),
-    "cka_minibatch": ("batch_size", "kernel", "threshold"),
-    "cca": ("pca_dims",),
-    "svcca": ("threshold", "pca_dims"),
-    "pwcca": ("direction", "pca_dims"),
-    "procrustes": (),
-    "neuronsim": (),
-    "mixedsim": ("pca_dims",),
-    "mutual_knn": ("k",),
-}
+PARAMETERS: dict[str, tuple[str, ...]] = {name: tuple(spec.params) for name, spec in registry.MEASURES.items()}
 
 
 def check_params(name: str, params: dict) -> None:

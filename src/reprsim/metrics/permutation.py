@@ -11,7 +11,10 @@ checks it) at a fraction of the cost:
 - permuted-neighbours (mutual_knn): Y's neighbour sets are permuted, not searched again. Its
   null mean has an exact value, k / (n − 1) (a random k-subset of the n − 1 other rows).
   The neighbour sets are index lists (L, n, k), so a draw holds no n×n matrix.
-- recompute (procrustes, neuronsim, mixedsim, and cka whose Grams do not fit in memory).
+- unchanged (the statistics measures: magnitude, concentricity, uniformity differences): they compare a summary of
+  each point cloud and never use the row correspondence, so every draw is the value itself (the registry's
+  `correspondence` flag; a test checks it), and none is computed.
+- recompute (every other measure, and cka whose Grams do not fit in memory).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reprsim.metrics import prepared
+from reprsim.metrics import prepared, registry
 from reprsim.metrics.cka import grams_fit
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",
@@ -27,6 +30,8 @@ ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted
 
 
 def route(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> str:
+    if not registry.get(name).correspondence:
+        return "unchanged"
     if name == "cka" and not grams_fit(Xs.shape, Ys.shape):
         return "recompute"
     return ROUTES.get(name, "recompute")
@@ -44,6 +49,9 @@ def null_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, perms: list[torch.
     for the measures without a shortcut; the shortcuts are those of two sides prepared in memory
     (reprsim.metrics.prepared)."""
     way = route(name, Xs, Ys)
+    if way == "unchanged":
+        values = evaluate(Xs, Ys)[0]
+        return np.repeat(values[None], len(perms), axis=0), way
     if way == "recompute":
         return np.stack([evaluate(Xs, Ys[:, p])[0] for p in perms]), way
     key = prepared.family(name, params)

@@ -20,22 +20,26 @@ import pandas as pd
 
 from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
+from reprsim.metrics.registry import FAMILIES as REGISTRY_FAMILIES
+from reprsim.metrics.registry import MEASURES as REGISTRY
 from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
 
 Tables = dict[str, pd.DataFrame]
 
-MEASURE_LABELS = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
+MEASURE_LABELS = {**{name: spec.label for name, spec in REGISTRY.items()},
+                  "linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
                   "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes distance", "mutual_knn": "mutual k-NN",
                   "attn_pearson": "attnsim, Pearson", "attn_js": "attnsim, Jensen–Shannon",
                   "attn_frobenius": "attnsim, Frobenius", "attn_cka": "distributed attention, CKA"}
-# Distances of attention maps (reprsim.attention): JS lies in [0, ln 2]; Frobenius has no fixed top.
-DISTANCE_RANGES = {"procrustes": (0.0, float(np.pi / 2)), "js": (0.0, float(np.log(2)))}
+# Distances of attention maps (reprsim.attention): JS lies in [0, ln 2]; Frobenius has no fixed top. The measures'
+# fixed ranges come from their registry entries; a distance without a fixed top runs from 0 to the panel's largest.
+DISTANCE_RANGES = {"js": (0.0, float(np.log(2))),
+                   **{name: spec.range for name, spec in REGISTRY.items()
+                      if spec.kind == "distance" and np.isfinite(spec.range[1])}}
 SIMILARITY_RANGE = (0.0, 1.0)
-# Measure (reprsim.metrics name) -> family, in the order the summary figure shows them.
-FAMILIES = {"cka": "CKA", "cka_minibatch": "CKA", "cca": "CCA family", "svcca": "CCA family", "pwcca": "CCA family",
-            "neuronsim": "neuron-level", "mixedsim": "neuron-level", "mutual_knn": "neighbourhood",
-            "procrustes": "Procrustes"}
-FAMILY_ORDER = ["CKA", "CCA family", "neuron-level", "neighbourhood", "Procrustes", "other"]
+# Measure (reprsim.metrics name) -> family, in the order the summary figure shows them (the registry's).
+FAMILIES = {name: spec.family for name, spec in REGISTRY.items()}
+FAMILY_ORDER = [*REGISTRY_FAMILIES, "other"]
 # Cells whose interval does not exclude chance: grey hatching, thin enough to read the value through.
 CHANCE_HATCH = {"hatch": "////", "edgecolor": (0.62, 0.62, 0.62), "fill": False, "lw": 0}
 CHANCE_NOTE = "hatched: interval does not exclude chance"
@@ -68,6 +72,8 @@ def _colour_range(kind: str, measure: str, values: pd.Series | None = None) -> t
             return DISTANCE_RANGES["procrustes"]
         top = float(np.nanmax(values))
         return 0.0, top if top > 0 else 1.0
+    if measure in REGISTRY and REGISTRY[measure].range[0] < 0:  # signed similarities (RSA, aligned cosine)
+        return REGISTRY[measure].range
     return SIMILARITY_RANGE
 
 

@@ -34,6 +34,7 @@ from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
+from reprsim.metrics.registry import MEASURES
 from reprsim.stages.report.figures import representation_text
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
 
@@ -126,7 +127,8 @@ def _paragraphs(name: str, **wildcards: str) -> list[str]:
 
 # ----------------------------------------------------------------- HTML helpers
 
-MEASURE_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
+MEASURE_NAMES = {**{name: spec.label for name, spec in MEASURES.items()},
+                 "linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
                  "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes", "mutual_knn": "mutual k-NN"}
 
 

@@ -1,0 +1,250 @@
+"""Measures built on each layer's n×n matrix of row (dis)similarities, or on its row space: RSA, RSM norm
+difference, distance correlation, GULP and the eigenspace overlap score. Batched over layers: each layer's
+matrix, ranks, spectrum or basis is built once per call; a layer pair costs one product or one subtraction.
+
+Euclidean distances come from the Gram matrix of the column-centred layer (centring changes no distance and
+keeps |x_i|² + |x_j|² − 2<x_i, x_j> from cancelling on large mean offsets), clamped at 0, diagonal set to 0.
+Everything is torch, on the inputs' device.
+
+Where reprsim departs from ReSi (mklabunde/resi, repsim/measures) or the authors' code:
+- RSM norm difference: ReSi takes np.linalg.norm(D − D', ord=2) of the n×n matrices, which is the spectral
+  norm (by accident: its comment expects a condensed vector); reprsim defaults to the Frobenius norm, the
+  norm of Yin & Shen's PIP loss, and offers norm="spectral" for ReSi's number.
+- GULP: ReSi and the authors' predictor_dist return the squared plug-in distance d̂²; reprsim returns
+  d̂ = sqrt(d̂²), the paper's d_λ, because only the root is a metric.
+- GULP, λ = 0: the authors invert every eigenvalue > 0 of AAᵀ (rounding noise included); reprsim keeps the
+  singular values of the layer above numpy matrix_rank's tolerance, so a rank-deficient layer has its true rank.
+- GULP, λ = 0, and eigenspace overlap: ReSi returns a trivial value when n is too small for the width (GULP:
+  0 for n − 1 ≤ d ≤ n; EOS: a ratio of ranks and widths); reprsim raises, as that value says nothing.
+- RSA: ReSi (sklearn's cosine) gives a constant row correlation 0 silently; reprsim raises.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from reprsim.metrics._inputs import centre, layers
+
+RDMS = ("euclidean", "cosine", "correlation")
+OUTERS = ("spearman", "pearson")
+RSMS = ("euclidean", "linear")
+NORMS = ("frobenius", "spectral")
+
+
+def _inputs(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
+    Xs = layers(Xs, name="Xs")
+    Ys = layers(Ys, Xs.device, name="Ys")
+    if Xs.shape[1] != Ys.shape[1]:
+        raise ValueError(f"X and Y must have the same rows (inputs); got n={Xs.shape[1]} and n={Ys.shape[1]}")
+    return Xs, Ys
+
+
+def _rows_all_equal(Zs: torch.Tensor) -> bool:
+    """Whether some layer has all its rows equal (tested exactly: centring leaves rounding, not zeros)."""
+    return bool((Zs == Zs[:, :1]).all(dim=(1, 2)).any())
+
+
+def _choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+
+
+def euclidean_distances(Zs: torch.Tensor) -> torch.Tensor:
+    """(L, n, n) Euclidean distances between the rows of each layer."""
+    Zc = centre(Zs)
+    squared = Zc @ Zc.transpose(-1, -2)
+    norms = squared.diagonal(dim1=-2, dim2=-1).clone()
+    squared.mul_(-2).add_(norms[..., :, None]).add_(norms[..., None, :]).clamp_min_(0)
+    squared.diagonal(dim1=-2, dim2=-1).zero_()
+    return squared.sqrt_()
+
+
+def _unit_rows(Zs: torch.Tensor, degenerate: torch.Tensor, measure: str, why: str) -> torch.Tensor:
+    if degenerate.any():
+        raise ValueError(f"{measure}: {int(degenerate.sum())} row(s) {why}")
+    return Zs / torch.linalg.vector_norm(Zs, dim=-1, keepdim=True)
+
+
+def dissimilarities(Zs: torch.Tensor, rdm: str) -> torch.Tensor:
+    """(L, n, n) RDMs: Euclidean distance, cosine distance 1 − cos, or correlation distance 1 − Pearson r
+    between rows (cosine of the rows centred across their features). Zero rows (cosine) and constant rows
+    (correlation) are found exactly, before centring leaves rounding in place of zeros."""
+    if rdm == "euclidean":
+        return euclidean_distances(Zs)
+    if rdm == "cosine":
+        unit = _unit_rows(Zs, (Zs == 0).all(dim=-1), "rsa with the cosine RDM",
+                          "are all zeros; their cosine is undefined")
+    else:
+        unit = _unit_rows(Zs - Zs.mean(dim=-1, keepdim=True), (Zs == Zs[..., :1]).all(dim=-1),
+                          "rsa with the correlation RDM",
+                          "are constant across features; their correlation is undefined")
+    return 1 - unit @ unit.transpose(-1, -2)
+
+
+def average_ranks(values: torch.Tensor) -> torch.Tensor:
+    """Ranks 1..m along the last dimension, ties given the mean of the ranks they span (scipy.stats.rankdata
+    'average'): in sorted order, the first and last positions of each run of equal values, averaged."""
+    ordered, order = torch.sort(values, dim=-1)
+    m = values.shape[-1]
+    positions = torch.arange(m, device=values.device).expand_as(ordered)
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    ends = torch.ones_like(starts)
+    ends[..., :-1] = starts[..., 1:]
+    first = torch.where(starts, positions, 0).cummax(dim=-1).values
+    last = torch.where(ends, positions, m).flip(-1).cummin(dim=-1).values.flip(-1)
+    return torch.empty_like(values).scatter_(-1, order, (first + last).to(values.dtype) / 2 + 1)
+
+
+def _standardised(vectors: torch.Tensor, what: str) -> torch.Tensor:
+    """Rows centred and scaled to unit norm, so the Pearson r of two rows is their inner product."""
+    centred = vectors - vectors.mean(dim=-1, keepdim=True)
+    norms = torch.linalg.vector_norm(centred, dim=-1, keepdim=True)
+    if (norms == 0).any():
+        raise ValueError(f"rsa: a layer's {what} is constant; its correlation with another is undefined")
+    return centred / norms
+
+
+def rsa_layers(Xs, Ys, rdm: str = "correlation", outer: str = "spearman") -> tuple[torch.Tensor, dict]:
+    """RSA (Kriegeskorte et al. 2008): the Spearman (or Pearson) correlation between the entries i < j of the two
+    layers' RDMs. Each layer's triangle is taken, ranked and standardised once; a pair is one inner product."""
+    _choice("rdm", rdm, RDMS)
+    _choice("outer", outer, OUTERS)
+    Xs, Ys = _inputs(Xs, Ys)
+    n = Xs.shape[1]
+    if n < 3:
+        raise ValueError(f"rsa needs n ≥ 3 rows (at least 3 pairs of rows to correlate); got n={n}")
+    upper = torch.triu_indices(n, n, 1, device=Xs.device)
+    flat = upper[0] * n + upper[1]
+
+    def triangles(Zs: torch.Tensor) -> torch.Tensor:
+        entries = dissimilarities(Zs, rdm).flatten(1)[:, flat]
+        if outer == "spearman":
+            entries = average_ranks(entries)
+        return _standardised(entries, "RDM" if outer == "pearson" else "RDM's ranking")
+
+    return (triangles(Xs) @ triangles(Ys).T).clamp(-1.0, 1.0), {"rdm": rdm, "outer": outer}
+
+
+def _similarity_matrices(Zs: torch.Tensor, rsm: str) -> torch.Tensor:
+    return euclidean_distances(Zs) if rsm == "euclidean" else Zs @ Zs.transpose(-1, -2)
+
+
+def rsm_norm_difference_layers(Xs, Ys, rsm: str = "euclidean", norm: str = "frobenius") -> tuple[torch.Tensor, dict]:
+    """‖S − S'‖ for the layers' n×n RSMs S: Euclidean distances between rows (default), or the linear kernel
+    R Rᵀ of the uncentred rows (Yin & Shen's PIP loss). Frobenius norm of the full n×n difference by default.
+
+    ReSi computes np.linalg.norm(D − D', ord=2) on the n×n matrix, the spectral norm (largest singular value),
+    by accident; norm="spectral" gives that number (the difference is symmetric: its largest |eigenvalue|,
+    O(n³) per pair). A distance; 0 for identical inputs."""
+    _choice("rsm", rsm, RSMS)
+    _choice("norm", norm, NORMS)
+    Xs, Ys = _inputs(Xs, Ys)
+    Sx, Sy = _similarity_matrices(Xs, rsm), _similarity_matrices(Ys, rsm)
+    if norm == "frobenius":
+        values = torch.stack([torch.linalg.matrix_norm(S - Sy) for S in Sx])
+    else:
+        values = torch.stack([torch.linalg.eigvalsh(S - Sy).abs().amax(dim=-1) for S in Sx])
+    return values, {"rsm": rsm, "norm": norm}
+
+
+def _double_centred(Zs: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each layer's double-centred distance matrix, flattened (L, n²), and its dVar² = mean of its squares."""
+    if _rows_all_equal(Zs):
+        raise ValueError(f"dcor: a layer of {name} has all rows equal; its distance variance is 0 and dCor undefined")
+    A = euclidean_distances(Zs)
+    A = A - A.mean(dim=-1, keepdim=True) - A.mean(dim=-2, keepdim=True) + A.mean(dim=(-2, -1), keepdim=True)
+    flat = A.flatten(1)
+    return flat, flat.pow(2).mean(dim=1)
+
+
+def dcor_layers(Xs, Ys) -> tuple[torch.Tensor, dict]:
+    """Distance correlation (Székely, Rizzo & Bakirov 2007), V-statistic: dCor = sqrt(dCov² / sqrt(dVar²_X
+    dVar²_Y)) with dCov² = mean(Ā ⊙ B̄) over all n² entries of the double-centred Euclidean distance matrices.
+    Returns dCor, not dCor², in [0, 1]; 1 for identical inputs."""
+    Xs, Ys = _inputs(Xs, Ys)
+    n = Xs.shape[1]
+    if n < 2:
+        raise ValueError(f"dcor needs n ≥ 2 rows; got n={n}")
+    Ax, dvar_x = _double_centred(Xs, "Xs")
+    By, dvar_y = _double_centred(Ys, "Ys")
+    dcov = (Ax @ By.T) / n**2
+    values = (dcov.clamp_min(0) / torch.sqrt(torch.outer(dvar_x, dvar_y))).sqrt()
+    return values.clamp_max(1.0), {"estimator": "V-statistic", "squared": False}
+
+
+def _left_singular(Zs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each layer's economy SVD left vectors U (L, n, k), squared singular values μ (L, k) (the eigenvalues of
+    ZᵀZ), and a 0/1 mask of those above numpy matrix_rank's tolerance s_max · max(n, d) · eps. From the SVD of
+    Z, not an eigendecomposition of ZᵀZ: that resolves only s ≳ 1e-7 s_max, and an uncentred layer's mean
+    direction alone can push real directions below that."""
+    U, s, _ = torch.linalg.svd(Zs, full_matrices=False)
+    mask = (s > s[:, :1] * max(Zs.shape[1:]) * torch.finfo(s.dtype).eps).to(s.dtype)
+    return U, s**2, mask
+
+
+def _gulp_side(Zs: torch.Tensor, lam: float, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's hat matrix P = Z (ZᵀZ + nλI)⁺ Zᵀ = W Wᵀ for the centred, total-variance-1 layer Z: returns
+    W = U diag(√w) (L, n, k) and tr P² = Σ w² (L,), w = μ / (μ + nλ) on the rank (1 there at λ = 0)."""
+    n = Zs.shape[1]
+    if _rows_all_equal(Zs):
+        raise ValueError(f"gulp: a layer of {name} has all rows equal; its total variance is 0")
+    Zc = centre(Zs)
+    Zc = Zc * torch.sqrt(n / Zc.pow(2).sum(dim=(1, 2)))[:, None, None]
+    U, mu, mask = _left_singular(Zc)
+    weights = mask * mu / (mu + n * lam) if lam > 0 else mask
+    return U * weights.sqrt()[:, None, :], (weights**2).sum(dim=1)
+
+
+def _overlaps(Wx: torch.Tensor, Wy: torch.Tensor) -> torch.Tensor:
+    """‖Wxᵀ Wy‖_F² for every layer pair: one product per X layer against all Y layers side by side."""
+    L2, n, k2 = Wy.shape
+    Y_all = Wy.permute(1, 0, 2).reshape(n, L2 * k2)
+    return torch.stack([((W.T @ Y_all).reshape(-1, L2, k2) ** 2).sum(dim=(0, 2)) for W in Wx])
+
+
+def gulp_layers(Xs, Ys, lam: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """GULP (Boix-Adserà et al. 2022): d_λ = ‖P_X − P_Y‖_F for the λ-ridge hat matrices of the centred layers
+    scaled to total variance tr Σ = 1 (the authors' normalisation), i.e. the plug-in
+    d̂² = tr[(Σ_X G_X)²] + tr[(Σ_Y G_Y)²] − 2 tr[G_X Σ_XY G_Y Σ_YX], G = (Σ + λI)⁺, computed as
+    tr P_X² + tr P_Y² − 2‖W_Xᵀ W_Y‖_F² from each layer's SVD (the eigendecomposition of Σ; P = W Wᵀ).
+
+    Returns d̂ = sqrt(d̂²) (tiny negative rounding clipped to 0); ReSi and the authors return d̂². Identical
+    inputs give 0 up to rounding (d̂² is a difference of traces of size rank: about 1e-7 in d̂).
+    λ = 0 needs n − 1 > d: otherwise both hat matrices are the centring projector (or one is) and the
+    distance is the same for any pair. λ > 0 works at any width."""
+    if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not lam >= 0 or lam == float("inf"):
+        raise ValueError(f"lam must be a finite number ≥ 0; got {lam!r}")
+    Xs, Ys = _inputs(Xs, Ys)
+    n, d1, d2 = Xs.shape[1], Xs.shape[2], Ys.shape[2]
+    if lam == 0 and n - 1 <= max(d1, d2):
+        raise ValueError(f"gulp with lambda 0 needs n − 1 > d; got n={n}, d={max(d1, d2)}")
+    Wx, self_x = _gulp_side(Xs, float(lam), "Xs")
+    Wy, self_y = _gulp_side(Ys, float(lam), "Ys")
+    squared = self_x[:, None] + self_y[None, :] - 2 * _overlaps(Wx, Wy)
+    return squared.clamp_min(0).sqrt(), {"lam": float(lam), "squared": False}
+
+
+def _column_space(Zs: torch.Tensor, name: str) -> tuple[torch.Tensor, list[int]]:
+    """Orthonormal bases (L, n, k) of the uncentred layers' column spaces (columns beyond the rank zeroed), ranks."""
+    U, _, mask = _left_singular(Zs)
+    ranks = mask.sum(dim=1).to(torch.int64).tolist()
+    if 0 in ranks:
+        raise ValueError(f"eigenspace_overlap: a layer of {name} is all zeros; it has no column space")
+    return U * mask[:, None, :], ranks
+
+
+def eigenspace_overlap_layers(Xs, Ys) -> tuple[torch.Tensor, dict]:
+    """Eigenspace overlap score (May et al. 2019): ‖UᵀU'‖_F² / max(d, d') for orthonormal bases U, U' of the
+    column spaces of the uncentred layers. Divided by the widths, not the ranks, as ReSi does: a rank-deficient
+    layer against itself scores rank/d. Needs n > max(d, d'): with n ≤ d a full-rank layer's columns span all of
+    ℝⁿ, and the score is then a ratio of ranks and widths whatever the other layer is."""
+    Xs, Ys = _inputs(Xs, Ys)
+    n, d1, d2 = Xs.shape[1], Xs.shape[2], Ys.shape[2]
+    if n <= max(d1, d2):
+        raise ValueError(f"eigenspace_overlap needs n > d; got n={n}, d={max(d1, d2)}")
+    Ux, ranks_x = _column_space(Xs, "Xs")
+    Uy, ranks_y = _column_space(Ys, "Ys")
+    return _overlaps(Ux, Uy) / max(d1, d2), {"normaliser": "max(d1, d2)", "rank_x": ranks_x, "rank_y": ranks_y}
