@@ -11,7 +11,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from reprsim.metrics import permutation, registry, sample_size, subsample
+# Every measure's module is imported here although the registry loads each by name: the rules declare the modules a
+# pair job imports as its code inputs (reprsim.workflow.codedeps), so an edit to a measure reruns its pair jobs.
+from reprsim.metrics import (  # noqa: F401
+    alignment,
+    cka,
+    knn,
+    neighbourhood,
+    neuron,
+    permutation,
+    procrustes,
+    registry,
+    rsm,
+    sample_size,
+    statistics,
+    subsample,
+)
 from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
 from reprsim.metrics.cca import cca_layers_from, cca_prepared
 from reprsim.metrics.cka import minibatch_cka_layers
