@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from pair_floor import machine_floor, synthetic  # noqa: E402
 
-from reprsim.metrics import prepared, registry  # noqa: E402
+from reprsim import measure_registry as registry  # noqa: E402
+from reprsim.metrics import prepared  # noqa: E402
 from reprsim.resampling import half_samples  # noqa: E402
 from reprsim.stages.compare.pairs import _measure_rows  # noqa: E402
 

@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 from jsonschema import validators
 
-from reprsim.metrics.registry import MEASURES as REGISTERED
+from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.stitching import stitching_problems

@@ -441,3 +441,10 @@ def test_stitching_pairs_must_name_models_and_resolve_an_objective(default_confi
     config["stitching"]["objective"] = "classification"
     config["stitching"]["dataset"] = "sst3"
     assert "key 'stitching.dataset' is 'sst3'" in problems_of(config)
+
+
+def test_similarity_pairs_name_models_of_the_config(default_config):
+    """similarity.pairs (the sentence-level pairs compared; null = every pair) must name models of the config."""
+    config = {**default_config, "similarity": {**default_config.get("similarity", {}),
+                                               "pairs": [["minilm", "no-such-model"]]}}
+    assert "key 'similarity.pairs' names 'no-such-model'" in problems_of(config)

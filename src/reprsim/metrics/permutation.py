@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reprsim.metrics import prepared, registry
+from reprsim import measure_registry as registry
+from reprsim.metrics import prepared
 from reprsim.metrics.cka import grams_fit
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",

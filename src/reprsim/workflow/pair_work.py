@@ -147,6 +147,26 @@ def floor_seconds(work: list[tuple[str, float, float]], flops: float = CORE_FLOP
     return sum(max(f / flops, b / bandwidth) for _, f, b in work)
 
 
+# measures whose routes are counted primitive by primitive above; the others (RSM, alignment, neighbourhood and
+# statistics measures of reprsim.measure_registry) are priced from their seconds measured by
+# benchmarks/measure_costs.py, scaled by the registry's work model of each
+COUNTED = ("cka", "cca", "svcca", "pwcca", "mutual_knn", "neuronsim", "procrustes", "mixedsim")
+
+
+def measured_seconds(name: str, Lx: int, dx: int, Ly: int, dy: int, n: int, P: int, R: int) -> float | None:
+    """A registry measure's pair-job seconds at these shapes and draws, from its seconds at the benchmark's shape
+    (None when the benchmark has not timed it)."""
+    from reprsim import measure_registry as registry  # torch-free
+
+    costs = registry.measured_costs()
+    entry = costs.get("measures", {}).get(name)
+    if entry is None or name not in registry.MEASURES:
+        return None
+    shape, work = costs["shape"], registry.MEASURES[name].work
+    scale = work(n, max(dx, dy), Lx, Ly) / work(shape["n"], shape["d"], shape["layers"], shape["layers"])
+    return entry["default_seconds"] * scale * (1 + P + R) / (1 + shape["permutations"] + shape["resamples"])
+
+
 def pair_seconds(measures: Mapping[str, Mapping], Lx: int, dx: int, Ly: int, dy: int, n: int,
                  flops: float = CORE_FLOPS, bandwidth: float = CORE_BANDWIDTH, memory_gb: float | None = None) -> float:
     """A pair job's measures (each spec with its null_permutations and resamples filled in), at floor × the
@@ -155,6 +175,11 @@ def pair_seconds(measures: Mapping[str, Mapping], Lx: int, dx: int, Ly: int, dy:
     seconds, computed = 0.0, {}
     for spec in measures.values():
         kind, P, R = family(spec), int(spec.get("null_permutations") or 0), int(spec.get("resamples") or 0)
+        if spec.get("measure") not in COUNTED:
+            measured = measured_seconds(spec.get("measure"), Lx, dx, Ly, dy, n, P, R)
+            if measured is not None:
+                seconds += measured * CORE_FLOPS / flops  # measured on a core of CORE_FLOPS
+                continue
         if kind == "gram" and not grams_fit(Lx, Ly, n, memory_gb):
             # linear CKA's feature form recomputes cross products per draw, neuronsim's primitive (and its rate)
             linear = (spec.get("params") or {}).get("kernel", "linear") == "linear"

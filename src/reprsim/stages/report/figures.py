@@ -20,8 +20,8 @@ import pandas as pd
 
 from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
-from reprsim.metrics.registry import FAMILIES as REGISTRY_FAMILIES
-from reprsim.metrics.registry import MEASURES as REGISTRY
+from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
+from reprsim.measure_registry import MEASURES as REGISTRY
 from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
 
 Tables = dict[str, pd.DataFrame]

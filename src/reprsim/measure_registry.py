@@ -32,7 +32,7 @@ INVARIANCES = {
 ALL = frozenset(INVARIANCES)
 # families in the order the report shows them
 FAMILIES = ("CKA", "CCA family", "RSM", "alignment", "neuron-level", "neighbourhood", "statistics")
-COSTS_FILE = Path(__file__).with_name("measure_costs.json")  # written by benchmarks/measure_costs.py
+COSTS_FILE = Path(__file__).with_name("metrics") / "measure_costs.json"  # written by benchmarks/measure_costs.py
 
 
 def _fixed(*names: str) -> Callable[[dict], frozenset]:
