@@ -169,3 +169,15 @@ def test_cli_lists_every_measure(capsys):
     for name in NAMES:
         assert f"\n{name} " in printed
     assert f"{len(MEASURES)} measures" in printed
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_values_equal_cpu_values(name):
+    """Every measure runs on CUDA tensors (the assignment and transport steps on the host) with the CPU's value."""
+    import torch
+
+    X, Y = _inputs(6)
+    on_gpu = compute(name, torch.as_tensor(X, device="cuda"), torch.as_tensor(Y, device="cuda"), **_params(name))
+    assert on_gpu.value == pytest.approx(_value(name, X, Y), rel=1e-8, abs=1e-10)
+    assert on_gpu.meta["device"].startswith("cuda")
