@@ -55,6 +55,15 @@ def layers(Xs, device: torch.device | None = None, name: str = "Xs") -> torch.Te
     return stacked
 
 
+def layer_pair(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (L, n, d) stacks (or lists of (n, d)) with the same rows, as float64 tensors on Xs's device."""
+    Xs = layers(Xs, name="Xs")
+    Ys = layers(Ys, Xs.device, name="Ys")
+    if Xs.shape[1] != Ys.shape[1]:
+        raise ValueError(f"X and Y must have the same rows (inputs); got n={Xs.shape[1]} and n={Ys.shape[1]}")
+    return Xs, Ys
+
+
 def centre(X: torch.Tensor) -> torch.Tensor:
     """Column-centred X (works on (..., n, d))."""
     return X - X.mean(dim=-2, keepdim=True)

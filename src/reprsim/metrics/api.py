@@ -28,7 +28,7 @@ from reprsim.metrics import (  # noqa: F401
     statistics,
     subsample,
 )
-from reprsim.metrics._inputs import device_of, dtype_name, layers, pair
+from reprsim.metrics._inputs import device_of, dtype_name, layer_pair, pair
 from reprsim.metrics.cca import cca_layers_from, cca_prepared
 from reprsim.metrics.cka import minibatch_cka_layers
 from reprsim.metrics.neuron import neuronsim_both_layers
@@ -136,12 +136,7 @@ def _measure(name: str):
     return MEASURES[name]
 
 
-def _inputs(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
-    Xs_t = layers(Xs, name="Xs")
-    Ys_t = layers(Ys, Xs_t.device, name="Ys")
-    if Xs_t.shape[1] != Ys_t.shape[1]:
-        raise ValueError(f"X and Y must have the same rows (inputs); got n={Xs_t.shape[1]} and n={Ys_t.shape[1]}")
-    return Xs_t, Ys_t
+_inputs = layer_pair
 
 
 def _describe(name: str, params: dict, meta: dict, Xs: torch.Tensor, Ys: torch.Tensor, first) -> dict:

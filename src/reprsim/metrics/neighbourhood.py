@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import torch
 
-from reprsim.metrics._inputs import layers
+from reprsim.metrics._inputs import layer_pair
 from reprsim.metrics.knn import cosine_similarity, neighbour_lists
 
 
 def _inputs(Xs, Ys, k, measure: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Xs, Ys as float64 layers with the same rows, no all-zero row, and a valid k."""
-    Xs = layers(Xs, name="Xs")
-    Ys = layers(Ys, Xs.device, name="Ys")
+    Xs, Ys = layer_pair(Xs, Ys)
     n = Xs.shape[1]
-    if Ys.shape[1] != n:
-        raise ValueError(f"X and Y must have the same rows (inputs); got n={n} and n={Ys.shape[1]}")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k < n:
         raise ValueError(f"{measure}: k must be an integer with 1 ≤ k < n = {n}; got k={k!r}")
     for side, Zs in (("X", Xs), ("Y", Ys)):

@@ -25,7 +25,7 @@ import numbers
 
 import torch
 
-from reprsim.metrics._inputs import centre, layers
+from reprsim.metrics._inputs import centre, layer_pair
 
 RDMS = ("euclidean", "cosine", "correlation")
 OUTERS = ("spearman", "pearson")
@@ -33,12 +33,7 @@ RSMS = ("euclidean", "linear")
 NORMS = ("frobenius", "spectral")
 
 
-def _inputs(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
-    Xs = layers(Xs, name="Xs")
-    Ys = layers(Ys, Xs.device, name="Ys")
-    if Xs.shape[1] != Ys.shape[1]:
-        raise ValueError(f"X and Y must have the same rows (inputs); got n={Xs.shape[1]} and n={Ys.shape[1]}")
-    return Xs, Ys
+_inputs = layer_pair
 
 
 def _rows_all_equal(Zs: torch.Tensor) -> bool:
