@@ -62,6 +62,12 @@ def _save(fig, out_path: str | Path) -> None:
         plt.close(fig)
 
 
+def _layout_below_title(fig, lines: int) -> None:
+    """tight_layout that keeps the panels below a suptitle of `lines` lines (plain tight_layout lets the first row's
+    titles run into it once a figure has many rows of panels)."""
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.3 + 0.22 * lines) / fig.get_figheight()))
+
+
 def _colour_range(kind: str, measure: str, values: pd.Series | None = None) -> tuple[float, float]:
     """One fixed scale per measure, so every pair's panel for it reads the same; a distance without
     a fixed top (Frobenius between attention maps) runs from 0 to the panel's largest value."""
@@ -72,8 +78,11 @@ def _colour_range(kind: str, measure: str, values: pd.Series | None = None) -> t
             return DISTANCE_RANGES["procrustes"]
         top = float(np.nanmax(values))
         return 0.0, top if top > 0 else 1.0
-    if measure in REGISTRY and REGISTRY[measure].range[0] < 0:  # signed similarities (RSA, aligned cosine)
-        return REGISTRY[measure].range
+    # signed similarities (RSA, aligned cosine, correlation match) on their whole range; the unbiased CKA
+    # estimators dip below 0 by noise only, so the CKA family keeps [0, 1]
+    spec = REGISTRY.get(measure)
+    if spec is not None and spec.range[0] < 0 and spec.family != "CKA":
+        return spec.range
     return SIMILARITY_RANGE
 
 
@@ -195,7 +204,7 @@ def pair_heatmaps(tables: Tables, out_path: str | Path, measures: dict[str, str]
     fig.suptitle(f"{first['model_a']} vs {first['model_b']}: {representation_text(first['representation'])}, "
                  f"{first['dataset']} {first['split']} split, n={first['n']}{rows_are} ({layers}); "
                  f"{CHANCE_NOTE}", fontsize=10)
-    fig.tight_layout()
+    _layout_below_title(fig, lines=1)
     _save(fig, out_path)
 
 
@@ -379,7 +388,7 @@ def model_summary_figure(tables: Tables, out_path: str | Path, dataset: str, rep
                  f"cell: mean, below it its {confidence:.0%} interval (low–high); {CHANCE_NOTE}; "
                  "diagonal (a model with itself) left blank",
                  fontsize=10)
-    fig.tight_layout()
+    _layout_below_title(fig, lines=2)
     _save(fig, out_path)
 
 
