@@ -57,7 +57,7 @@ class Measure:
     reference: str
     correspondence: bool = True  # False: compares each cloud's statistic; rows may be permuted independently
     n_by_n: bool = False  # works on n × n matrices (memory grows with n²)
-    rows_per_dimension: float | None = None  # needs n > rows_per_dimension · d (None: any n)
+    rows_per_dimension: float | None = None  # needs n > rows_per_dimension · d (d: the dimensions compared; None: any n)
     notes: str = ""
     # relative cost of one evaluation for n rows, width d, L1 × L2 layers (benchmarks/measure_costs.py scales the
     # seconds it measured at the default's shape to other shapes by it)
@@ -125,7 +125,7 @@ _MEASURES = [
     # ---- CKA
     Measure("cka", "CKA", "CKA", "reprsim.metrics.cka:cka_layers", "similarity", (0.0, 1.0), 1.0, True,
             _fixed("PU", "OT", "IS", "TR"), {"kernel": "linear", "estimator": "biased", "threshold": 1.0},
-            "any n (biased estimator inflated when n/d is small)", "O(n²d) per layer (Grams), O(n²) per layer pair",
+            "any n (the biased estimator is inflated at small n/d)", "O(n²d) per layer (Grams), O(n²) per layer pair",
             "Kornblith et al. 2019; unbiased HSIC: Song et al. 2012",
             work=lambda n, d, a, b: (a + b) * n * n * d + a * b * n * n,
             notes="RBF kernel: the bandwidth is a multiple of the median distance, so IS still holds; unbiased "
@@ -141,13 +141,13 @@ _MEASURES = [
             rows_per_dimension=2.0, work=lambda n, d, a, b: (a + b) * n * d * d + a * b * (n * d * d + d ** 3)),
     Measure("svcca", "SVCCA", "CCA family", "reprsim.metrics.api:svcca_layers", "similarity", (0.0, 1.0), 1.0, True,
             _svcca_invariances, {"threshold": 0.99, "pca_dims": None}, "n − 1 > k_x + k_y (kept directions)",
-            "O(nd²) per layer, O(nk² + k³) per layer pair", "Raghu et al. 2017",
+            "O(nd²) per layer, O(nk² + k³) per layer pair", "Raghu et al. 2017", rows_per_dimension=2.0,
             work=lambda n, d, a, b: (a + b) * n * d * d + a * b * (n * d * d + d ** 3),
             notes="the variance cut is not invariant to invertible maps; threshold 1 (no cut) is CCA"),
     Measure("pwcca", "PWCCA", "CCA family", "reprsim.metrics.api:pwcca_layers", "similarity", (0.0, 1.0), 1.0,
             False, _fixed("PU", "IS", "TR"), {"direction": "min", "pca_dims": None}, "n − 1 > k_x + k_y",
             "O(nd²) per layer, O(nk² + k³ + k²d) per layer pair", "Morcos, Raghu & Bengio 2018",
-            work=lambda n, d, a, b: (a + b) * n * d * d + a * b * (n * d * d + 8 * d ** 3),
+            rows_per_dimension=2.0, work=lambda n, d, a, b: (a + b) * n * d * d + a * b * (n * d * d + 8 * d ** 3),
             notes="weights from the neurons' projections: a rotation of the neurons changes them"),
     # ---- alignment
     Measure("procrustes", "Procrustes (angular)", "alignment", "reprsim.metrics.procrustes:procrustes_layers",

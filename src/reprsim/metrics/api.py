@@ -83,35 +83,9 @@ svcca_layers = _forward(_cca_directed("svcca"))
 pwcca_layers = _forward(_cca_directed("pwcca"))
 
 
-class _Measures(dict):
-    """name -> (layers function X→Y, similarity or distance, symmetric?), from the registry
-    (reprsim.metrics.registry); each measure's module loads on first use."""
-
-    def __missing__(self, name):
-        spec = registry.get(name)
-        entry = self[name] = (spec.load(), spec.kind, spec.symmetric)
-        return entry
-
-    def __contains__(self, name):
-        return name in registry.MEASURES
-
-    def __iter__(self):
-        return iter(registry.MEASURES)
-
-    def __len__(self):
-        return len(registry.MEASURES)
-
-    def keys(self):
-        return registry.MEASURES.keys()
-
-    def items(self):
-        return [(name, self[name]) for name in registry.MEASURES]
-
-    def values(self):
-        return [self[name] for name in registry.MEASURES]
-
-
-MEASURES = _Measures()
+# name -> (layers function X→Y, similarity or distance, symmetric?), from the registry (reprsim.measure_registry)
+MEASURES: dict[str, tuple[Callable, str, bool]] = {
+    name: (spec.load(), spec.kind, spec.symmetric) for name, spec in registry.MEASURES.items()}
 
 # asymmetric measures whose two directions come from one computation: -> ((2, L1, L2), meta)
 BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuronsim": neuronsim_both_layers}

@@ -40,14 +40,15 @@ def rows() -> list[dict]:
             "range": f"[{_number(spec.range[0])}, {_number(spec.range[1])}]",
             "identical": _number(spec.identical), "symmetric": "yes" if spec.symmetric else "no",
             **{key: ("✔" if key in declared else "✘") for key in INVARIANCES},
-            "rows": "yes" if spec.correspondence else "no", "needs": spec.rows, "params": _params(spec),
+            "rows": "yes" if spec.correspondence else "no", "needs": spec.rows,
+            "n/d": "–" if spec.rows_per_dimension is None else f"> {spec.rows_per_dimension:g}", "params": _params(spec),
             "cost": spec.cost, "seconds": _seconds(spec.name, costs), "reference": spec.reference,
         })
     return out
 
 
 def text_table() -> str:
-    columns = ["measure", "family", "kind", "range", "symmetric", *INVARIANCES, "rows", "needs", "seconds"]
+    columns = ["measure", "family", "kind", "range", "symmetric", *INVARIANCES, "rows", "n/d", "needs", "seconds"]
     table = [columns] + [[row[c] for c in columns] for row in rows()]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(columns))]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
@@ -73,8 +74,9 @@ def markdown() -> str:
            + ". An asymmetric measure declares those that hold on both sides. *Rows*: whether the measure uses the "
            "correspondence between the two sides' rows (the statistics measures compare a summary of each point "
            "cloud: permuting rows changes nothing, so their permutation null equals the value and they are never "
-           "\"beyond chance\"; read them as descriptive differences).", ""]
-    header = ["measure", "kind", "range", "identical", "symmetric", *INVARIANCES, "rows", "needs", "params",
+           "\"beyond chance\"; read them as descriptive differences). *n/d*: the rows per dimension the measure needs "
+           "at least (it raises below; – : any n).", ""]
+    header = ["measure", "kind", "range", "identical", "symmetric", *INVARIANCES, "rows", "n/d", "needs", "params",
               "seconds"]
     for family in FAMILIES:
         members = [row for row in rows() if row["family"] == family]
