@@ -81,3 +81,10 @@ def test_a_built_wheel_carries_the_schema_and_the_captions(tmp_path):
     assert "reprsim/schema.yaml" in names
     captions = {p.name for p in (SRC / "stages" / "report" / "captions").glob("*.rst")}
     assert captions and {f"reprsim/stages/report/captions/{c}" for c in captions} <= names
+
+
+def test_the_measure_registry_is_torch_free():
+    """The config check, the CLI, `reprsim plan` and the report read it: it names the measures' functions as strings
+    and imports nothing beyond the standard library."""
+    assert {m.split(".")[0] for m in imported(SRC / "measure_registry.py")} <= {
+        "__future__", "importlib", "json", "math", "collections", "dataclasses", "pathlib"}
