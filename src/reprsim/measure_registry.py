@@ -15,6 +15,7 @@ Torch-free: the CLI, the config check and the docs read it without loading the m
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -61,7 +62,7 @@ class Measure:
     notes: str = ""
     # relative cost of one evaluation for n rows, width d, L1 × L2 layers (benchmarks/measure_costs.py scales the
     # seconds it measured at the default's shape to other shapes by it)
-    work: Callable[[int, int, int, int], float] = field(default=lambda n, d, a, b: (a + b) * n * d * d + a * b * d ** 3)
+    work: Callable[[int, int, int, int], float] = field(kw_only=True)
 
     def load(self) -> Callable:
         module, attribute = self.function.split(":")
@@ -97,9 +98,8 @@ def _soft_matching_invariances(params: dict) -> frozenset:
 
 def _rsa_invariances(params: dict) -> frozenset:
     rdm = params.get("rdm", "correlation")
-    if rdm == "euclidean":
-        return frozenset({"PU", "OT", "TR"} | ({"IS"} if params.get("outer", "spearman") in ("spearman", "pearson")
-                                                else set()))
+    if rdm == "euclidean":  # distances scale with X, and both outer correlations ignore a common scale
+        return frozenset({"PU", "OT", "IS", "TR"})
     if rdm == "cosine":
         return frozenset({"PU", "OT", "IS"})
     return frozenset({"PU", "IS"})  # correlation between rows: a shift 1bᵀ changes each row's own centring
@@ -111,6 +111,18 @@ def _rsm_norm_invariances(params: dict) -> frozenset:
 
 def _nn(n, d, a, b):  # n × n per layer, then per layer pair
     return (a + b) * n * n * d + a * b * n * n
+
+
+def _neighbour_lists(n, d, a, b):  # n × n similarities per layer, then k = 10 overlaps per row and layer pair
+    return (a + b) * n * n * d + a * b * n * 10
+
+
+def _basis_then_products(n, d, a, b):  # an SVD per layer, then one n × d × d product per layer pair
+    return (a + b) * n * d * d + a * b * n * d * d
+
+
+def _basis_then_decompositions(n, d, a, b):  # an SVD per layer, then a product and a d³ decomposition per pair
+    return (a + b) * n * d * d + a * b * (n * d * d + d ** 3)
 
 
 def _linear(n, d, a, b):  # one statistic per layer
@@ -126,8 +138,7 @@ _MEASURES = [
     Measure("cka", "CKA", "CKA", "reprsim.metrics.cka:cka_layers", "similarity", (0.0, 1.0), 1.0, True,
             _fixed("PU", "OT", "IS", "TR"), {"kernel": "linear", "estimator": "biased", "threshold": 1.0},
             "any n (the biased estimator is inflated at small n/d)", "O(n²d) per layer (Grams), O(n²) per layer pair",
-            "Kornblith et al. 2019; unbiased HSIC: Song et al. 2012",
-            work=lambda n, d, a, b: (a + b) * n * n * d + a * b * n * n,
+            "Kornblith et al. 2019; unbiased HSIC: Song et al. 2012", work=_nn,
             notes="RBF kernel: the bandwidth is a multiple of the median distance, so IS still holds; unbiased "
                   "estimator can go slightly below 0"),
     Measure("cka_minibatch", "minibatch CKA", "CKA", "reprsim.metrics.api:cka_minibatch_layers", "similarity", (-1.0, 1.0), 1.0, True,
@@ -138,11 +149,11 @@ _MEASURES = [
     Measure("cca", "mean CCA", "CCA family", "reprsim.metrics.api:cca_layers", "similarity", (0.0, 1.0), 1.0, True,
             _cca_invariances, {"pca_dims": None}, "n − 1 > d_x + d_y (else pca_dims)",
             "O(nd²) per layer (SVD), O(nd² + d³) per layer pair", "Hotelling 1936; Raghu et al. 2017",
-            rows_per_dimension=2.0, work=lambda n, d, a, b: (a + b) * n * d * d + a * b * (n * d * d + d ** 3)),
+            rows_per_dimension=2.0, work=_basis_then_decompositions),
     Measure("svcca", "SVCCA", "CCA family", "reprsim.metrics.api:svcca_layers", "similarity", (0.0, 1.0), 1.0, True,
             _svcca_invariances, {"threshold": 0.99, "pca_dims": None}, "n − 1 > k_x + k_y (kept directions)",
             "O(nd²) per layer, O(nk² + k³) per layer pair", "Raghu et al. 2017", rows_per_dimension=2.0,
-            work=lambda n, d, a, b: (a + b) * n * d * d + a * b * (n * d * d + d ** 3),
+            work=_basis_then_decompositions,
             notes="the variance cut is not invariant to invertible maps; threshold 1 (no cut) is CCA"),
     Measure("pwcca", "PWCCA", "CCA family", "reprsim.metrics.api:pwcca_layers", "similarity", (0.0, 1.0), 1.0,
             False, _fixed("PU", "IS", "TR"), {"direction": "min", "pca_dims": None}, "n − 1 > k_x + k_y",
@@ -175,7 +186,7 @@ _MEASURES = [
             "reprsim.metrics.alignment:linear_regression_layers", "similarity", (0.0, 1.0), 1.0, False,
             _fixed("PU", "OT", "IS", "TR"), {"ridge": 0.0}, "n − 1 > d of the predictor (ridge 0)",
             "O(nd²) per layer (QR), O(nd²) per layer pair", "Li et al. 2016; Kornblith et al. 2019",
-            rows_per_dimension=1.0, work=lambda n, d, a, b: (a + b) * n * d * d + a * b * n * d * d,
+            rows_per_dimension=1.0, work=_basis_then_products,
             notes="a → b: a's layer predicts b's (the target); the predictor side alone is invariant to IL"),
     Measure("hard_correlation_match", "hard correlation match", "neuron-level",
             "reprsim.metrics.alignment:hard_correlation_match_layers", "similarity", (-1.0, 1.0), 1.0, True,
@@ -193,7 +204,7 @@ _MEASURES = [
     Measure("mixedsim", "mixedsim", "neuron-level", "reprsim.metrics.neuron:mixedsim_layers", "similarity",
             (0.0, 1.0), 1.0, False, _fixed("PU", "IS", "TR"), {"pca_dims": None}, "n > d_y (else pca_dims)",
             "O(nd²) per layer, O(nd²) per layer pair", "Wu et al. 2020", rows_per_dimension=1.0,
-            work=lambda n, d, a, b: (a + b) * n * d * d + a * b * n * d * d,
+            work=_basis_then_products,
             notes="X's neurons one at a time (not OT); Y's span only (IL on Y's side)"),
     # ---- RSM based
     Measure("rsa", "RSA", "RSM", "reprsim.metrics.rsm:rsa_layers", "similarity", (-1.0, 1.0), 1.0, True,
@@ -218,17 +229,17 @@ _MEASURES = [
     Measure("eigenspace_overlap", "eigenspace overlap", "RSM", "reprsim.metrics.rsm:eigenspace_overlap_layers",
             "similarity", (0.0, 1.0), 1.0, True, _fixed("PU", "OT", "IS", "IL"), {}, "n > d",
             "O(nd²) per layer (SVD), O(nd²) per layer pair", "May, Zhang, Dao & Ré 2019", rows_per_dimension=1.0,
-            work=lambda n, d, a, b: (a + b) * n * d * d + a * b * n * d * d,
+            work=_basis_then_products,
             notes="uncentred column spaces, normalised by max(d_x, d_y)"),
     # ---- neighbourhood
     Measure("mutual_knn", "mutual k-NN", "neighbourhood", "reprsim.metrics.knn:mutual_knn_layers", "similarity",
             (0.0, 1.0), 1.0, True, _fixed("PU", "OT", "IS"), {"k": 10}, "n > k + 1",
             "O(n²d) per layer, O(nk) per layer pair", "Huh, Cheung, Wang & Isola 2024", n_by_n=True,
-            work=lambda n, d, a, b: (a + b) * n * n * d + a * b * n * 10),
+            work=_neighbour_lists),
     Measure("jaccard_knn", "Jaccard k-NN", "neighbourhood", "reprsim.metrics.neighbourhood:jaccard_knn_layers",
             "similarity", (0.0, 1.0), 1.0, True, _fixed("PU", "OT", "IS"), {"k": 10}, "n > k + 1",
             "O(n²d) per layer, O(nk) per layer pair", "Schumacher et al. 2021; Klabunde et al. 2023", n_by_n=True,
-            work=lambda n, d, a, b: (a + b) * n * n * d + a * b * n * 10),
+            work=_neighbour_lists),
     Measure("second_order_cosine", "second-order cosine", "neighbourhood",
             "reprsim.metrics.neighbourhood:second_order_cosine_layers", "similarity", (-1.0, 1.0), 1.0, True,
             _fixed("PU", "OT", "IS"), {"k": 10}, "n > k + 1", "O(n²d) per layer, O(n²) per layer pair",
@@ -277,6 +288,8 @@ def get(name: str) -> Measure:
     return MEASURES[name]
 
 
+@functools.lru_cache(maxsize=1)
 def measured_costs() -> dict:
-    """Seconds per measure from benchmarks/measure_costs.py ({} before it has run)."""
+    """Seconds per measure from benchmarks/measure_costs.py ({} before it has run); read once per process
+    (`reprsim plan` prices every pair job from it)."""
     return json.loads(COSTS_FILE.read_text()) if COSTS_FILE.exists() else {}

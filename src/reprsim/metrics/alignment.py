@@ -177,22 +177,12 @@ def _unpicked(values: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
     return values[keep].sum()
 
 
-def _standardised(Zs: torch.Tensor, name: str) -> torch.Tensor:
-    """Units centred and scaled to unit norm, so that Zxᵀ Zy holds Pearson correlations."""
-    Zc = centre(Zs)
-    norms = torch.linalg.vector_norm(Zc, dim=-2, keepdim=True)
-    if (norms == 0).any():
-        raise ValueError(
-            f"hard_correlation_match: {name} has {int((norms == 0).sum())} zero-variance unit(s); "
-            "their correlation is undefined"
-        )
-    return Zc / norms
-
-
 def hard_correlation_match_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, dict]:
     """Mean signed Pearson correlation over the one-to-one unit matching (min(d1, d2) pairs) that maximises
     the summed correlation (Li et al. 2016), for all layer pairs; the assignment runs on CPU."""
-    Zx, Zy = _standardised(Xs, "X"), _standardised(Ys, "Y")
+    # centred units of unit norm: Zxᵀ Zy holds the Pearson correlations
+    Zx, Zy = (_unit_columns(centre(Zs), name, "hard_correlation_match", "; their correlation is undefined")
+              for Zs, name in ((Xs, "X"), (Ys, "Y")))
     values = []
     for Z in Zx:
         correlations = Z.T @ Zy  # (L2, d1, d2)
@@ -213,7 +203,7 @@ def soft_matching_layers(Xs: torch.Tensor, Ys: torch.Tensor, normalize: bool = F
         raise ValueError(f"normalize must be a bool; got {normalize!r}")
     Xc, Yc = centre(Xs), centre(Ys)
     if normalize:
-        Xc, Yc = _unit_columns(Xc, "X"), _unit_columns(Yc, "Y")
+        Xc, Yc = (_unit_columns(Zc, name, "soft_matching with normalize=True") for Zc, name in ((Xc, "X"), (Yc, "Y")))
     d1, d2 = Xs.shape[-1], Ys.shape[-1]
     mass_x, mass_y = np.full(d1, 1.0 / d1), np.full(d2, 1.0 / d2)
     sq_x, sq_y = Xc.pow(2).sum(dim=-2), Yc.pow(2).sum(dim=-2)
@@ -245,12 +235,11 @@ def _optimal_plan(cost: np.ndarray, mass_x: np.ndarray, mass_y: np.ndarray):
     return rows, cols, plan[rows, cols]
 
 
-def _unit_columns(Zc: torch.Tensor, name: str) -> torch.Tensor:
+def _unit_columns(Zc: torch.Tensor, name: str, measure: str, why: str = "") -> torch.Tensor:
+    """Centred units `Zc` scaled to unit norm; a zero-variance unit is a ValueError naming how many."""
     norms = torch.linalg.vector_norm(Zc, dim=-2, keepdim=True)
     if (norms == 0).any():
-        raise ValueError(
-            f"soft_matching with normalize=True: {name} has {int((norms == 0).sum())} zero-variance unit(s)"
-        )
+        raise ValueError(f"{measure}: {name} has {int((norms == 0).sum())} zero-variance unit(s){why}")
     return Zc / norms
 
 
