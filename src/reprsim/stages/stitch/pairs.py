@@ -143,7 +143,8 @@ def _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens):
     """Every learned map at its start: the identity where the shapes allow, else the least-squares
     map from f's stream at l to g's at m on the first `init_tokens` (non-padding) training tokens."""
     d_in, d_out = _width(bottom), _width(top)
-    maps = {key: make_phi(key[2], d_in, d_out) for key in keys}
+    device = next(bottom.parameters()).device  # the maps train where the models run
+    maps = {key: make_phi(key[2], d_in, d_out).to(device) for key in keys}
     fitted = [key for key in keys if not starts_at_identity(key[2], d_in, d_out)]
     if not fitted:
         return maps, {key: "identity" for key in keys}
