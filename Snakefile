@@ -39,6 +39,7 @@ include: "rules/extract.smk"
 include: "rules/compare.smk"
 include: "rules/align.smk"
 include: "rules/stitch.smk"
+include: "rules/grounding.smk"
 include: "rules/findings.smk"
 include: "rules/report.smk"
 

@@ -312,6 +312,7 @@ REPORT_PAGES = {
         "aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")) else {}),
     **({"attention": paths.REPORT_ATTENTION} if TARGETS["attention"] else {}),
     **({"stitching": paths.REPORT_STITCHING} if TARGETS["stitching"] else {}),
+    **({"measures": paths.REPORT_MEASURES} if TARGETS["measure_tests"] else {}),
 }
 
 
@@ -331,6 +332,7 @@ rule report:
         confidence=config["similarity"]["intervals"]["confidence"],
         measures={label: spec["measure"] for label, spec in config["measures"].items()},
         attention_measures=ATTENTION_MEASURES,
+        grounding_tests=GROUNDING["tests"],
     threads: 1
     conda:
         "../envs/report.yaml"

@@ -8,5 +8,6 @@ with tee_to_log(snakemake.log[0]):
                                       if name not in ("code", "captions")},
                                      title=params.title, task_metrics=params.task_metrics, split=params.split,
                                      confidence=params.confidence, measures=params.measures,
-                                     attention_measures=params.attention_measures)
+                                     attention_measures=params.attention_measures,
+                                     grounding_tests=tuple(params.grounding_tests))
     build_report(dict(snakemake.output.items()), inputs)

@@ -200,8 +200,33 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
                        "finetune_eval.layer_views: false")
         if any(spec.get("source") == "finetune" for spec in models.values()) and "cls" not in extraction.get("poolings", []):
             yield "finetune_eval.layer_views compares CLS representations; add 'cls' to extraction.poolings"
+    yield from _grounding_errors(config, datasets, models)
     yield from _cycle_errors(models)
     yield from _architecture_errors(models)
+
+
+def _grounding_errors(config: dict, datasets: dict, models: dict) -> Iterator[str]:
+    """grounding's names refer to this config's datasets, models and measures; its inputs are extracted."""
+    grounding = config.get("grounding") or {}
+    if not grounding.get("enabled", True):
+        return
+    extraction = config.get("extraction", {})
+    extracted = extraction.get("datasets") or list(datasets)
+    for key in ("dataset", "shortcut_dataset"):
+        name = grounding.get(key)
+        if name is not None and name not in extracted:
+            yield (f"key 'grounding.{key}' is {name!r}, which is not among the extracted datasets "
+                   f"({', '.join(sorted(extracted))}); add it to datasets and extraction.datasets")
+    for key, names in (("monotonicity_models", grounding.get("monotonicity_models")),
+                       ("deletion.models", (grounding.get("deletion") or {}).get("models"))):
+        for name in names or []:
+            if name not in models:
+                yield (f"key 'grounding.{key}' names {name!r}, which is not a model in this config; "
+                       f"defined models: {', '.join(sorted(models))}")
+    for label in grounding.get("measures") or []:
+        if label not in config.get("measures", {}):
+            yield (f"key 'grounding.measures' names {label!r}, which is not a label of `measures`; defined: "
+                   f"{', '.join(config.get('measures', {}))}")
 
 
 def detail_splits(extraction: dict, similarity: dict) -> list[str]:

@@ -25,7 +25,7 @@ CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAIN_HEADINGS = ["Findings", "Model × model summary per measure family", "Model distance and clustering", "Provenance"]
 FILES = {"index": "index.html", "pairs": "pairs.html", "models": "models.html", "alignment": "alignment.html",
-         "attention": "attention.html", "stitching": "stitching.html"}
+         "attention": "attention.html", "stitching": "stitching.html", "measures": "measures.html"}
 FT = ["tiny-ft-s1", "tiny-ft-s2"]
 MODELS = ["tiny-bert", *FT]
 PAIRS = [("tiny-bert", "tiny-ft-s1"), ("tiny-bert", "tiny-ft-s2"), ("tiny-ft-s1", "tiny-ft-s2")]
@@ -182,7 +182,24 @@ def inputs(tmp_path) -> dict:
         "stitching_replicates": [_parquet(r / "tables" / "stitching_resamples.parquet", _stitching_rows()[1])],
         "stitch_figures": [_png(r / "figures" / "stitching" / "tiny" / f"{FT[0]}__{FT[1]}.png")],
         "stitching_figures": [_png(r / "figures" / "summary" / "stitching" / "tiny.png")],
+        "measure_tests": [_parquet(r / "tables" / "measure_tests.parquet", _measure_test_rows())],
     }
+
+
+def _measure_test_rows() -> list[dict]:
+    """Two measures on two tests: CKA passes monotonicity and fails seed specificity, neuronsim the other way."""
+    rows = []
+    for measure, rank_mono, (mono, mono_low), (seeds, seeds_low) in (
+            ("linear_cka", 1, (0.9, 0.8), (0.30, 0.20)), ("neuronsim", 2, (0.2, -0.1), (0.95, 0.90))):
+        rows.append({"measure": measure, "measure_name": "cka", "test": "monotonicity", "variant": "spearman",
+                     "score": mono, "ci_low": mono_low, "ci_high": mono + 0.05, "chance": 0.0, "units": "Spearman ρ",
+                     "higher_is_better": True, "beyond_chance": mono_low > 0.0, "n_rows": 512, "n_items": 3,
+                     "detail": "{}", "rank": rank_mono})
+        rows.append({"measure": measure, "measure_name": "cka", "test": "seeds", "variant": "auprc",
+                     "score": seeds, "ci_low": seeds_low, "ci_high": seeds + 0.02, "chance": 0.37, "units": "AUPRC",
+                     "higher_is_better": True, "beyond_chance": seeds_low > 0.37, "n_rows": 512, "n_items": 2,
+                     "detail": "{}", "rank": 3 - rank_mono})
+    return rows
 
 
 def _report(tmp_path, named, pages=tuple(FILES)) -> dict[str, str]:
@@ -191,7 +208,8 @@ def _report(tmp_path, named, pages=tuple(FILES)) -> dict[str, str]:
     build_report({name: out / FILES[name] for name in pages},
                  ReportInputs.from_named(named, title="Tiny <report>", task_metrics={m: "accuracy" for m in FT},
                                          split="test", confidence=0.9,
-                                         measures={"linear_cka": "cka", "neuronsim": "neuronsim"}))
+                                         measures={"linear_cka": "cka", "neuronsim": "neuronsim"},
+                                         grounding_tests=("monotonicity", "prediction", "seeds")))
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES[name] for name in pages)  # atomic: no temporaries
     return {name: (out / FILES[name]).read_text() for name in pages}
 
@@ -251,7 +269,7 @@ def test_contents_and_links_resolve(tmp_path, inputs):
     toc = pages["index"].split("<nav class='toc'>", 1)[1].split("</nav>", 1)[0]
     assert re.findall(r"href='#([^']+)'", toc) == ["findings", "summary", "distance", "provenance"]
     assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html", "attention.html",
-                                                   "stitching.html"]
+                                                   "stitching.html", "measures.html"]
     for name, page in pages.items():
         assert not re.search(r"(src|href)=['\"](?!data:image/png;base64,|#|[\w-]+\.html)", page), name  # self-contained
         for target, anchor in re.findall(r"href='([\w-]+\.html)?#?([^']*)'", page):
@@ -341,7 +359,7 @@ def test_named_inputs_and_the_pages_the_rule_asks_for(tmp_path, inputs):
         ReportInputs.from_named({**inputs, "alignment": []}, title="t")
     # the rule's outputs and the inputs must agree: no page with content left out, none empty
     with pytest.raises(ValueError, match=r"no output \['alignment'\]"):
-        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models", "attention", "stitching"))
+        _report(tmp_path / "a", inputs, pages=("index", "pairs", "models", "attention", "stitching", "measures"))
     with pytest.raises(ValueError, match=r"nothing to show \['alignment'\]"):
         _report(tmp_path / "b", {k: v for k, v in inputs.items() if "align" not in k and "synthetic" not in k
                                  and "injection" not in k})
@@ -422,3 +440,16 @@ def test_the_attention_page_quotes_matching_layers_with_interval_and_chance(tmp_
     assert page.count("<img") == 1 + 2 + 2
     tokens = _report(tmp_path / "t", inputs)["pairs"].split("Token level (minibatch CKA)", 1)[1]
     assert ["tiny", "tiny-bert vs tiny-ft-s1", "0 / 1", "0.80 [0.75, 0.85]", "0.01", "yes", "512"] in _first_table(tokens)
+
+
+def test_which_measure_page_names_who_passes_each_test(tmp_path, inputs):
+    page = _report(tmp_path, inputs)["measures"]
+    assert _h2(page) == ["Which measure?"]
+    header, chance, cells, *rows = _first_table(page.split("<h2 id='which-measure'>")[1])
+    assert header == ["measure", "layer monotonicity ρ", "seed specificity AUPRC"]
+    assert chance == ["chance", "0", "0.37"] and cells == ["cells", "3", "2"]
+    assert [" ".join(cell.split()) for cell in rows[0]] == ["linear CKA", "✓ 0.90 [0.80, 0.95] #1", "✗ 0.30 [0.20, 0.32] #2"]
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "layer monotonicity ρ: above chance: linear CKA; not above chance: neuronsim (best first)" in text
+    assert "seed specificity AUPRC: above chance: neuronsim; not above chance: linear CKA" in text
+    assert "Not run on these models: prediction, because it needs at least three models fine-tuned" in text

@@ -104,16 +104,24 @@ def length_order(tokenizer, frame: pd.DataFrame, max_length: int) -> np.ndarray:
 
 
 @torch.inference_mode()
-def predict(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> np.ndarray:
-    """The model's predicted class for every row of `frame` (in its order; computed in order of length)."""
+@torch.no_grad()
+def logits(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> np.ndarray:
+    """The model's output logits (rows, outputs) for every row of `frame` (in its order; computed in order of
+    length), float32."""
     order = length_order(tokenizer, frame, max_length)
-    predictions = [
-        model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1).cpu()
+    outputs = [
+        model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float().cpu()
         for batch in eval_batches(tokenizer, frame.iloc[order], batch_size, max_length, device)
     ]
-    restored = np.empty(len(frame), dtype=np.int64)
-    restored[order] = torch.cat(predictions).numpy()
+    stacked = torch.cat(outputs).numpy()
+    restored = np.empty_like(stacked)
+    restored[order] = stacked
     return restored
+
+
+def predict(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> np.ndarray:
+    """The model's predicted class for every row of `frame` (in its order; computed in order of length)."""
+    return logits(model, tokenizer, frame, batch_size, max_length, device).argmax(axis=1)
 
 
 def evaluate(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device) -> dict[str, float]:

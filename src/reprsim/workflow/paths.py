@@ -76,12 +76,20 @@ FINDINGS_CSV = "results/tables/findings.csv"
 MODEL_SUMMARY_FIGURE = "results/figures/summary/model_summary/{representation}/{dataset}.png"
 
 # the report: the main page (findings and summaries) and its linked detail pages, all in one folder
+# which measure to believe (stage grounding): a fine-tuned model's outputs on the compared rows, each measure's
+# scores on the sensitivity and specificity tests, and all measures' scores ranked in one table
+PREDICTIONS = "results/grounding/predictions/{dataset}/{model}.parquet"
+DELETION_PROBES = "results/grounding/probes/{dataset}/{model}.parquet"
+MEASURE_TESTS_PART = "results/grounding/measures/{label}.parquet"
+MEASURE_TESTS = "results/tables/measure_tests.parquet"
+
 REPORT = "results/report/index.html"
 REPORT_PAIRS = "results/report/pairs.html"
 REPORT_MODELS = "results/report/models.html"
 REPORT_ALIGNMENT = "results/report/alignment.html"
 REPORT_ATTENTION = "results/report/attention.html"
 REPORT_STITCHING = "results/report/stitching.html"
+REPORT_MEASURES = "results/report/measures.html"
 
 
 def log(template: str) -> str:
@@ -118,7 +126,8 @@ MADE_BY = {
     FINDINGS: "findings", FINDINGS_CSV: "findings",
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
-    REPORT_ATTENTION: "report", REPORT_STITCHING: "report",
+    REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report",
+    PREDICTIONS: "model_predictions", DELETION_PROBES: "deletion_probes", MEASURE_TESTS_PART: "measure_tests", MEASURE_TESTS: "measure_tests_table",
 }
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from reprsim.io.outputs import atomic_directory, write_json, write_parquet
 from reprsim.io.provenance import file_checksums
+from reprsim.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
 from reprsim.segmentation import WORD_PATTERN, segment_pair
 from reprsim.stages.data.validate import (
     SHOWN_ROWS,
@@ -360,6 +361,27 @@ def with_words(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(word_spans=spans, n_words=np.array([len(s) // 3 for s in spans], dtype=np.int64))
 
 
+def add_shortcut(splits: dict[str, pd.DataFrame], n_labels: int, shortcut: dict) -> dict[str, Any]:
+    """ReSi's shortcut on every split (datasets.NAME.shortcut): "[CLASSc] " in front of each `text` (the
+    first text of a pair), c the row's label with probability rate, else another label drawn uniformly;
+    one seeded pass over train, validation, test in that order (ReSi's stream passes over train first).
+    "majority" is the train split's majority-class share. Changes `splits` in place; returns the record
+    meta.json keeps."""
+    labels = np.concatenate([splits[s]["label"].to_numpy(dtype=np.int64) for s in SPLITS])
+    texts = [text for s in SPLITS for text in splits[s]["text"]]
+    rate = shortcut_rate(shortcut["rate"], splits["train"]["label"].to_numpy(dtype=np.int64))
+    seed = int(shortcut.get("seed", 0))
+    texts, tokens = with_shortcut(texts, labels, n_labels, rate, seed)
+    start, correct_share = 0, {}
+    for split in SPLITS:
+        end = start + len(splits[split])
+        splits[split]["text"] = texts[start:end]
+        correct_share[split] = float(np.mean(tokens[start:end] == labels[start:end])) if end > start else None
+        start = end
+    return {"rate": rate, "requested": shortcut["rate"], "seed": seed, "correct_share": correct_share,
+            "tokens": shortcut_tokens(n_labels)}
+
+
 def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any]:
     """Materialise dataset `name` from its config `spec` into `out_dir`; return meta.
 
@@ -396,6 +418,11 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
           + ("" if given_labels else " (sorted; list label_names to choose the order)"))
     checks = check_splits(splits, origins, label_names, pair, warn=source != "builtin")
     splits = {s: splits[s].reset_index(drop=True) for s in SPLITS}
+    shortcut = add_shortcut(splits, len(label_names), spec["shortcut"]) if spec.get("shortcut") else None
+    if shortcut:
+        requested = shortcut["requested"]
+        print(f"dataset {name!r}: shortcut tokens in front of every text, the label's with rate "
+              f"{shortcut['rate']:.4f}" + (f" ({requested})" if isinstance(requested, str) else ""))
 
     digest = hashlib.sha256()
     for split in SPLITS:
@@ -414,6 +441,7 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         "label_mapping": label_mapping,
         "sizes": {s: len(splits[s]) for s in SPLITS},
         "checks": checks,
+        "shortcut": shortcut,
         "content_hash": digest.hexdigest(),
         "words": WORDS_META,
     }

@@ -39,7 +39,7 @@ from reprsim.stages.report.figures import representation_text
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
 
 Paths = tuple[str, ...]
-PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "attention_measures", "pages")
+PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "attention_measures", "pages", "grounding_tests")
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,8 @@ class ReportInputs:
     stitch_figures: Paths = ()  # per unordered model pair: penalties both ways
     stitching_figures: Paths = ()  # per dataset: identity stitching beside CKA
     attention_measures: Mapping[str, str] = field(default_factory=dict)  # attention label -> measure
+    measure_tests: Paths = ()  # results/tables/measure_tests.parquet: which measure to believe
+    grounding_tests: tuple[str, ...] = ()  # the tests grounding.tests asked for
 
     @classmethod
     def from_named(cls, inputs: Mapping[str, str | Iterable[str]], title: str,
@@ -858,6 +860,78 @@ def stitching_section(inputs: ReportInputs) -> list[str]:
 
 # ----------------------------------------------------------------- pages
 
+# ----------------------------------------------------------------- which measure to believe
+
+TEST_NAMES = {
+    ("monotonicity", "spearman"): "layer monotonicity ρ", ("monotonicity", "conformity"): "layer conformity",
+    ("deletion", "spearman"): "PC deletion ρ", ("prediction", "accuracy"): "accuracy difference ρ",
+    ("prediction", "disagreement"): "disagreement ρ", ("prediction", "jsd"): "output JSD ρ",
+    ("groups:label_noise", "auprc"): "label noise AUPRC", ("groups:label_noise", "d_prime"): "label noise d′",
+    ("groups:shortcut", "auprc"): "shortcut AUPRC", ("groups:shortcut", "d_prime"): "shortcut d′",
+    ("groups:augment", "auprc"): "augmentation AUPRC", ("groups:augment", "d_prime"): "augmentation d′",
+    ("seeds", "auprc"): "seed specificity AUPRC", ("seeds", "d_prime"): "seed specificity d′",
+}
+WHY_LEFT_OUT = {
+    "monotonicity": "no model has three or more layers",
+    "deletion": "its linear probe trains on the train split, which extraction.splits leaves out",
+    "prediction": "it needs at least three models fine-tuned on this dataset (three pairs to rank)",
+    "groups": "no models were fine-tuned to differ by design (label_noise, shortcut or augment, at least three "
+              "models and two settings in one family)",
+    "seeds": "no two models share a recipe (seed siblings)",
+}
+
+
+def _test_name(test: str, variant: str) -> str:
+    return TEST_NAMES.get((test, variant), f"{test} {variant}")
+
+
+def which_measure(inputs: ReportInputs) -> list[str]:
+    """The measure × test matrix (score [interval], rank), and for each test the measures whose interval is above
+    its chance level and those whose interval is not; tests that could not run, and why."""
+    table = pd.read_parquet(inputs.measure_tests[0])
+    parts = ["<h2 id='which-measure'>Which measure?</h2>", *_paragraphs("measure_tests")]
+    if table.empty:
+        return parts + ["<p>No test could run on this configuration's models.</p>"]
+    table["column"] = [_test_name(t, v) for t, v in zip(table["test"], table["variant"])]
+    columns = list(dict.fromkeys(table["column"]))
+    measures = list(dict.fromkeys(table["measure"]))
+    cells = {}
+    for row in table.itertuples():
+        mark = "✓" if row.beyond_chance else "✗"
+        cells[(row.measure, row.column)] = (f"{mark} {_with_interval(row.score, row.ci_low, row.ci_high)} "
+                                            f"<span class='sub'>#{int(row.rank)}</span>")
+    chance = table.groupby("column", sort=False)["chance"].median()
+    items = table.groupby("column", sort=False)["n_items"].max()
+    matrix = pd.DataFrame([{"measure": html.escape(_measure_name(m)), **{c: cells.get((m, c), "–") for c in columns}}
+                           for m in measures])
+    header = pd.DataFrame([{"measure": "<i>chance</i>", **{c: f"<i>{_number(chance[c])}</i>" for c in columns}},
+                           {"measure": "<i>cells</i>", **{c: f"<i>{int(items[c])}</i>" for c in columns}}])
+    parts.append(_table(pd.concat([header, matrix], ignore_index=True), escape=False))
+    parts.append(f"<p class='caption'>Each cell: the score on all {int(table['n_rows'].iloc[0])} rows, its "
+                 f"{inputs.confidence:.0%} half-sample interval, and the measure's rank among the "
+                 "measures on that test (1 = best). ✓: the interval lies above the test's chance level "
+                 "(0 for a rank correlation or d′, the share of within-group pairs for an AUPRC, 0.5 for a "
+                 "conformity rate); ✗: it does not. 'cells': the models, model pairs or layers the score "
+                 "averages over or ranks.</p>")
+    parts.append("<ul>")
+    for column in columns:
+        rows = table[table["column"] == column].sort_values("rank")
+        passed = [_measure_name(m) for m in rows.loc[rows["beyond_chance"], "measure"]]
+        failed = [_measure_name(m) for m in rows.loc[~rows["beyond_chance"], "measure"]]
+        sentence = f"<b>{html.escape(column)}</b>: "
+        sentence += (f"above chance: {html.escape(', '.join(passed))}" if passed else "no measure is above chance")
+        if failed:
+            sentence += f"; not above chance: {html.escape(', '.join(failed))}"
+        parts.append(f"<li>{sentence} (best first).</li>")
+    parts.append("</ul>")
+    left_out = [t for t in inputs.grounding_tests if t not in {c.split(":")[0] for c in table["test"]}]
+    if left_out:
+        parts.append("<p class='more'>Not run on these models: "
+                     + "; ".join(f"{html.escape(t)}, because {WHY_LEFT_OUT.get(t, 'its inputs are missing')}"
+                                 for t in left_out) + ".</p>")
+    return parts
+
+
 Section = Callable[[ReportInputs], list[str]]
 
 
@@ -890,6 +964,9 @@ PAGES: dict[str, Page] = {
     "stitching": Page("Stitching", "model stitching (Bansal et al. 2021; Brown et al. 2023): penalties per model "
                                    "pair and layer, identity stitching beside CKA, the asymmetry between directions",
                       (stitching_section,), ("stitching", "stitch_figures", "stitching_figures")),
+    "measures": Page("Which measure?", "each measure's scores on tests of sensitivity and specificity (Ding et al. "
+                                       "2021; ReSi): which measures to believe on these models",
+                     (which_measure,), ("measure_tests",)),
 }
 
 STYLE = """

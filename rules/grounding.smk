@@ -1,0 +1,124 @@
+# Stage grounding: which measure to believe (Ding et al. 2021; ReSi, Klabunde et al. 2024). Each configured
+# measure's scores on tests of sensitivity and specificity, on this configuration's models, with half-sample
+# intervals (reprsim.stages.grounding; docs/numerics.md §13), then all measures ranked in one table.
+
+GROUNDING = config["grounding"]
+GROUNDING_DATASET = GROUNDING["dataset"] or EXTRACT_ON[0]
+SHORTCUT_DATASET = GROUNDING["shortcut_dataset"]
+GROUNDING_SPLIT = config["similarity"]["split"]
+GROUNDING_REPRESENTATION = GROUNDING["representation"] or next(
+    (r for r in config["similarity"]["representations"] if r in ("mean", "cls", "last")), "mean")
+GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabled"] else []
+# the deletion test's probe trains on the train rows: without them extracted it is left out (the report says so)
+GROUNDING_TESTS = [t for t in GROUNDING["tests"] if t != "deletion" or "train" in config["extraction"]["splits"]]
+# the models fine-tuned on the grounding dataset: their outputs on its rows are the prediction test's side
+PREDICTED = [m for m in FINETUNED if config["models"][m]["dataset"] == GROUNDING_DATASET]
+# the models fine-tuned with a shortcut are compared on grounding.shortcut_dataset (ReSi's test 4)
+SHORTCUT_MODELS = [m for m in FINETUNED if config["models"][m].get("shortcut")] if SHORTCUT_DATASET else []
+
+
+def grounding_setup():
+    """What reprsim.stages.grounding.measure_tests.Setup takes besides paths: as params, so a change reruns."""
+    return {"representation": GROUNDING_REPRESENTATION, "split": GROUNDING_SPLIT, "train_split": "train",
+            "tests": GROUNDING_TESTS, "resamples": GROUNDING["resamples"],
+            "confidence": config["similarity"]["intervals"]["confidence"],
+            "seed": config["similarity"]["intervals"]["seed"],
+            "monotonicity_models": GROUNDING["monotonicity_models"],
+            "deletion_models": GROUNDING["deletion"]["models"], "deletion_layers": GROUNDING["deletion"]["layers"],
+            "probe": {"weight_decay": GROUNDING["deletion"]["weight_decay"]},
+            "specs": {m: config["models"][m] for m in MODELS}}
+
+
+rule model_predictions:
+    input:
+        model=paths.MODEL,
+        dataset=lambda wildcards: dataset_dir(wildcards.dataset),
+        code=code("model_predictions"),
+    output:
+        table=paths.PREDICTIONS,
+    log:
+        paths.log(paths.PREDICTIONS),
+    params:
+        split=GROUNDING_SPLIT,
+        max_examples=config["extraction"]["max_examples"],
+        device=config["device"],
+    wildcard_constraints:
+        model=_one_of(FINETUNED),
+    threads: JOB_THREADS
+    resources:
+        gpu=1,
+        mem_mb=evaluation_mem_mb,
+    conda:
+        "../envs/finetune.yaml"
+    script:
+        "../scripts/model_predictions.py"
+
+
+DELETED = ((GROUNDING["deletion"]["models"] or MODELS) if "deletion" in GROUNDING_TESTS else []) if GROUNDED else []
+
+
+rule deletion_probes:
+    input:
+        store=store(GROUNDING_DATASET, "{model}"),
+        dataset=dataset_dir(GROUNDING_DATASET),
+        code=code("deletion_probes"),
+    output:
+        table=paths.DELETION_PROBES,
+    log:
+        paths.log(paths.DELETION_PROBES),
+    params:
+        setup=canonical({key: value for key, value in grounding_setup().items()  # what the probes depend on
+                         if key in ("representation", "split", "train_split", "deletion_layers", "probe", "seed")}),
+    wildcard_constraints:
+        model=_one_of(DELETED),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/deletion_probes.py"
+
+
+rule measure_tests:
+    input:
+        stores=[store(GROUNDING_DATASET, m) for m in MODELS],
+        shortcut_stores=[store(SHORTCUT_DATASET, m) for m in SHORTCUT_MODELS],
+        predictions=[paths.PREDICTIONS.format(dataset=GROUNDING_DATASET, model=m) for m in PREDICTED],
+        probes=[paths.DELETION_PROBES.format(dataset=GROUNDING_DATASET, model=m) for m in DELETED],
+        dataset=dataset_dir(GROUNDING_DATASET),
+        code=code("measure_tests"),
+    output:
+        table=paths.MEASURE_TESTS_PART,
+    log:
+        paths.log(paths.MEASURE_TESTS_PART),
+    params:
+        spec=lambda wildcards: canonical(config["measures"][wildcards.label]),
+        setup=canonical(grounding_setup()),
+        models=MODELS,
+        shortcut_models=SHORTCUT_MODELS,
+        predicted=PREDICTED,
+        deleted=DELETED,
+    wildcard_constraints:
+        label=_one_of(GROUNDED),
+    threads: JOB_THREADS
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/measure_tests.py"
+
+
+rule measure_tests_table:
+    input:
+        parts=[paths.MEASURE_TESTS_PART.format(label=label) for label in GROUNDED],
+        code=code("measure_tests_table"),
+    output:
+        table=paths.MEASURE_TESTS,
+    log:
+        paths.log(paths.MEASURE_TESTS),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/measure_tests_table.py"
+
+
+TARGETS["measure_tests"] = [paths.MEASURE_TESTS] if GROUNDED else []

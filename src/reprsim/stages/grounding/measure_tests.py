@@ -1,0 +1,349 @@
+"""Which measure to believe: one measure's scores on the grounding tests (Ding et al. 2021; ReSi, Klabunde et
+al. 2024), each with a half-sample interval over the similarity split's rows.
+
+The tests (docs/numerics.md §13; ../shared/docs/grounding.md maps both works' code):
+
+  monotonicity  within a model and across seed siblings, similarity falls as layers get farther apart
+                (ReSi test 6): Spearman ρ per anchor layer and side, sign-flipped for similarities; and
+                its conformity rate
+  deletion      the k lowest-variance principal components of a layer deleted (Ding §4): the measure
+                between the layer and each deleted version against the change in a linear probe's held-out
+                accuracy; Spearman ρ
+  prediction    over pairs of fine-tuned models, last-layer dissimilarity against |accuracy difference|,
+                prediction disagreement and the Jensen-Shannon divergence of the outputs (ReSi tests 1-2)
+  groups        models built to differ (label noise, shortcut rate, augmentation): within-group pairs
+                against between-group pairs at the last layer (ReSi tests 3-5); AUPRC against its chance
+                level (the share of within-group pairs), and d′
+  seeds         seed siblings of one recipe against models of other recipes (Ding's specificity); AUPRC, d′
+
+Every test is computed on all rows (the score) and on each half-sample of them (the replicates): the values
+of the measure come from reprsim.metrics.api on the same row subsets as every pair job's interval, the
+functional side (probe accuracy, output differences) on the same subsets, and the interval is
+reprsim.resampling.interval's. The interval covers the rows; the models are the configuration's design, not
+a sample of models.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from reprsim.io.datasets import load_split, read_meta
+from reprsim.io.store import open_store, pooled_rows, split_examples
+from reprsim.measure_registry import MEASURES
+from reprsim.metrics import api
+from reprsim.resampling import half_samples, interval, subsample_size
+from reprsim.stages.grounding import scores
+
+TESTS = ("monotonicity", "deletion", "prediction", "groups", "seeds")
+DESIGN_OPTIONS = ("label_noise", "shortcut", "augment")  # the fine-tuning options that make groups by design
+# what the recipe of a model is not: the seed, and names that only point to the same thing
+NOT_RECIPE = ("seed", "seeds")
+
+COLUMNS = ["measure", "measure_name", "test", "variant", "score", "ci_low", "ci_high", "chance", "units",
+           "higher_is_better", "beyond_chance", "n_rows", "n_items", "detail"]
+
+
+@dataclass
+class Setup:
+    """What one measure-tests job reads: the models' activation stores, their config specs, predictions of the
+    fine-tuned ones, and the dataset (labels for the probe)."""
+    stores: Mapping[str, str | Path]
+    specs: Mapping[str, Mapping]
+    dataset_dir: str | Path
+    representation: str = "mean"
+    split: str = "test"
+    train_split: str = "train"
+    predictions: Mapping[str, str | Path] = field(default_factory=dict)
+    probes: Mapping[str, str | Path] = field(default_factory=dict)  # model -> its deletion probes (probe_table)
+    shortcut_stores: Mapping[str, str | Path] = field(default_factory=dict)
+    monotonicity_models: list[str] | None = None
+    deletion_models: list[str] | None = None
+    deletion_layers: list[int | str] = field(default_factory=lambda: ["last"])
+    tests: tuple[str, ...] = TESTS
+    resamples: int = 20
+    confidence: float = 0.95
+    seed: int = 0
+    probe: Mapping = field(default_factory=dict)
+
+
+class Values:
+    """A measure's values (direction X→Y) for lists of representations, on all rows and on half-samples."""
+
+    def __init__(self, label: str, spec: Mapping, indices: np.ndarray):
+        self.label, self.name, self.params = label, spec["measure"], dict(spec.get("params") or {})
+        self.similarity = MEASURES[self.name].kind == "similarity"
+        self.indices = indices
+
+    def __call__(self, left: list[np.ndarray], right: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(len(left), len(right)) values and (R, len(left), len(right)) replicates; representations of one
+        width are computed together (the measures are batched over layers)."""
+        values = np.full((len(left), len(right)), np.nan)
+        replicates = np.full((len(self.indices), len(left), len(right)), np.nan)
+        for rows_a in _by_width(left).values():
+            for rows_b in _by_width(right).values():
+                Xs, Ys = np.stack([left[i] for i in rows_a]), np.stack([right[j] for j in rows_b])
+                block = api.directed_layers(self.name, Xs, Ys, **self.params).values[0]
+                draws, _ = api.directed_replicates(self.name, Xs, Ys, self.indices, **self.params)
+                values[np.ix_(rows_a, rows_b)] = block
+                replicates[:, rows_a[:, None], rows_b[None, :]] = draws[:, 0]
+        return values, replicates
+
+    def distance(self, values: np.ndarray) -> np.ndarray:
+        """Values oriented as dissimilarities (similarities negated, as ReSi's tests 1-2)."""
+        return -values if self.similarity else values
+
+
+def _by_width(representations: list[np.ndarray]) -> dict[int, np.ndarray]:
+    widths: dict[int, list[int]] = {}
+    for index, rows in enumerate(representations):
+        widths.setdefault(rows.shape[-1], []).append(index)
+    return {width: np.array(indices) for width, indices in widths.items()}
+
+
+def recipe(spec: Mapping, without: tuple[str, ...] = ()) -> str:
+    """A model's recipe: its spec but the seed (and `without`), as a canonical string."""
+    kept = {key: value for key, value in spec.items() if key not in NOT_RECIPE + without}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+def _option_value(spec: Mapping, option: str):
+    value = spec.get(option)
+    if value is None:
+        return 0.0
+    return value.get("fraction", value.get("rate"))
+
+
+def _layers(path: str | Path, representation: str, split: str) -> np.ndarray:
+    return pooled_rows(open_store(path), representation, split).astype(np.float64)
+
+
+def _result(label: str, values: Values, test: str, variant: str, estimate: float, replicates: np.ndarray, n: int,
+            chance: float, units: str, items: int, detail: Mapping, confidence: float) -> dict:
+    low, high = interval(np.asarray(estimate, dtype=float), np.asarray(replicates, dtype=float), n,
+                         subsample_size(n), confidence)
+    low, high = float(low), float(high)
+    return {"measure": label, "measure_name": values.name, "test": test, "variant": variant,
+            "score": float(estimate), "ci_low": low, "ci_high": high, "chance": float(chance), "units": units,
+            "higher_is_better": True, "beyond_chance": bool(np.isfinite(low) and low > chance),
+            "n_rows": n, "n_items": items, "detail": json.dumps(detail, sort_keys=True, default=str)}
+
+
+# --------------------------------------------------------------------------------------------- the tests
+def monotonicity(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
+    models = setup.monotonicity_models or list(setup.stores)
+    cells = [(a, a) for a in models]
+    cells += [(a, b) for a, b in itertools.combinations(models, 2)
+              if recipe(setup.specs[a]) == recipe(setup.specs[b])]
+    per_cell, used, spearman = [], [], []
+    for a, b in cells:
+        Xa = _layers(setup.stores[a], setup.representation, setup.split)
+        Xb = Xa if a == b else _layers(setup.stores[b], setup.representation, setup.split)
+        if len(Xa) != len(Xb) or len(Xa) < 3:
+            continue  # layer distance |i − j| is defined between models of one depth
+        matrix, draws = values(list(Xa), list(Xb))
+        scored = [scores.monotonicity(matrix, values.similarity)]
+        scored += [scores.monotonicity(draw, values.similarity) for draw in draws]
+        per_cell.append([[s["correlation"], s["conformity"]] for s in scored])
+        used.append(f"{a}" if a == b else f"{a}~{b}")
+        spearman.append(round(float(scored[0]["correlation"]), 4))
+    if not per_cell:
+        return []
+    table = np.nanmean(np.array(per_cell), axis=0)  # (1 + R, 2): mean over the cells
+    detail = {"cells": used, "spearman": spearman}
+    return [
+        _result(label, values, "monotonicity", "spearman", table[0, 0], table[1:, 0], n, 0.0, "Spearman ρ",
+                len(used), detail, setup.confidence),
+        _result(label, values, "monotonicity", "conformity", table[0, 1], table[1:, 1], n, 0.5, "conformity rate",
+                len(used), detail, setup.confidence),
+    ]
+
+
+def _labels(setup: Setup, split: str, rows: int) -> np.ndarray:
+    return load_split(setup.dataset_dir, split)["label"].to_numpy()[:rows]
+
+
+def _deletion_cells(setup: Setup, model: str):
+    """Per layer of `grounding.deletion.layers`: (layer, the compared rows X, Ding's grid, the deleted versions
+    (test rows, train rows) per k), the components fitted on the train rows."""
+    test_layers = _layers(setup.stores[model], setup.representation, setup.split)
+    train_layers = _layers(setup.stores[model], setup.representation, setup.train_split)
+    for wanted in setup.deletion_layers:
+        layer = len(test_layers) - 1 if wanted == "last" else int(wanted)
+        X, X_train = test_layers[layer], train_layers[layer]
+        grid = scores.deletion_grid(X.shape[1])
+        yield layer, X, grid, [scores.delete_low_variance(X_train, [X, X_train], k) for k in grid]
+
+
+def probe_table(setup: Setup, model: str) -> pd.DataFrame:
+    """The linear probe on every deleted version of `model`'s layers (rule deletion_probes, once per model: every
+    measure's deletion test reads it): layer, k, row of the compared split, correct."""
+    n_classes = int(read_meta(setup.dataset_dir)["n_labels"])
+    probe = {"weight_decay": 1e-3, "max_iter": 200, **setup.probe}
+    frames = []
+    for layer, X, grid, deleted in _deletion_cells(setup, model):
+        y_test = _labels(setup, setup.split, len(X))
+        y_train = _labels(setup, setup.train_split, len(deleted[0][1]))
+        for k, (test, train) in zip(grid, deleted):
+            correct = scores.probe_correct(train, y_train, test, y_test, n_classes, seed=setup.seed, **probe)
+            frames.append(pd.DataFrame({"layer": layer, "k": k, "row": np.arange(len(X)), "correct": correct}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
+    models = setup.deletion_models or list(setup.stores)
+    rhos, used = [], []
+    for model in models:
+        probes = pd.read_parquet(setup.probes[model]) if model in setup.probes else probe_table(setup, model)
+        for layer, X, grid, deleted in _deletion_cells(setup, model):
+            table = probes[probes["layer"] == layer]
+            correct = np.stack([table.loc[table["k"] == k].sort_values("row")["correct"].to_numpy() for k in grid])
+            matrix, draws = values([X], [test for test, _ in deleted])  # (1, K), (R, 1, K)
+            accuracy = correct.mean(axis=1)
+            change = np.abs(accuracy[0] - accuracy)
+            changes = [np.abs(correct[0, rows].mean() - correct[:, rows].mean(axis=1)) for rows in values.indices]
+            estimate = scores.rank_correlation(values.distance(matrix[0]), change)
+            replicates = [scores.rank_correlation(values.distance(draw[0]), c) for draw, c in zip(draws, changes)]
+            rhos.append([estimate, *replicates])
+            used.append({"model": model, "layer": layer, "k": grid, "spearman": round(float(estimate), 4),
+                         "probe_accuracy": [round(float(a), 4) for a in accuracy]})
+    if not rhos:
+        return []
+    table = np.nanmean(np.array(rhos, dtype=float), axis=0)
+    return [_result(label, values, "deletion", "spearman", table[0], table[1:], n, 0.0, "Spearman ρ", len(used),
+                    {"cells": used}, setup.confidence)]
+
+
+def _last_layers(stores: Mapping[str, str | Path], models: list[str], setup: Setup) -> list[np.ndarray]:
+    return [_layers(stores[m], setup.representation, setup.split)[-1] for m in models]
+
+
+def prediction(setup: Setup, values: Values, label: str, n: int, matrix: tuple) -> list[dict]:
+    models = [m for m in matrix[0] if m in setup.predictions]
+    if len(models) < 3:
+        return []  # fewer than 3 pairs: no rank correlation (the report says so)
+    index = [matrix[0].index(m) for m in models]
+    value, draws = matrix[1][np.ix_(index, index)], matrix[2][:, index][:, :, index]
+    n_labels = int(read_meta(setup.dataset_dir)["n_labels"])
+    logits = {m: _logits(setup.predictions[m]) for m in models}
+    labels = pd.read_parquet(setup.predictions[models[0]])["label"].to_numpy()
+    symmetric = MEASURES[values.name].symmetric
+    pairs = (list(itertools.combinations(range(len(models)), 2)) if symmetric else
+             [(a, b) for a in range(len(models)) for b in range(len(models)) if a != b])
+    correct = {m: logits[m].argmax(axis=1) == labels for m in models}  # ReSi: argmax over every output
+    real = {m: logits[m][:, :n_labels] for m in models}  # outputs compared on the dataset's own classes
+    per_row = {
+        "accuracy": None,
+        "disagreement": {(a, b): scores.disagreement(real[models[a]], real[models[b]]) for a, b in pairs},
+        "jsd": {(a, b): scores.jsd_bits(real[models[a]], real[models[b]]) for a, b in pairs},
+    }
+    results = []
+    for variant, rows_of in per_row.items():
+        def functional(rows):
+            if variant == "accuracy":
+                return np.array([abs(correct[models[a]][rows].mean() - correct[models[b]][rows].mean())
+                                 for a, b in pairs])
+            return np.array([rows_of[pair][rows].mean() for pair in pairs])
+
+        distance = values.distance(np.array([value[a, b] for a, b in pairs]))
+        estimate = scores.rank_correlation(distance, functional(np.arange(n)))
+        replicates = [scores.rank_correlation(values.distance(np.array([draw[a, b] for a, b in pairs])),
+                                              functional(rows)) for draw, rows in zip(draws, values.indices)]
+        results.append(_result(label, values, "prediction", variant, estimate, replicates, n, 0.0, "Spearman ρ",
+                               len(pairs), {"models": models}, setup.confidence))
+    return results
+
+
+def _logits(path: str | Path) -> np.ndarray:
+    frame = pd.read_parquet(path)
+    return frame[[c for c in frame.columns if c.startswith("logit_")]].to_numpy(np.float64)
+
+
+def _separation(label: str, values: Values, test: str, variant: str, matrix: tuple, models: list[str],
+                groups: list, n: int, setup: Setup) -> list[dict]:
+    index = [matrix[0].index(m) for m in models]
+    value, draws = matrix[1][np.ix_(index, index)], matrix[2][:, index][:, :, index]
+    found = scores.group_separation(value, groups, values.similarity)
+    if not found["groups"]:
+        return []
+    replicates = [scores.group_separation(draw, groups, values.similarity) for draw in draws]
+    chance = scores.random_auprc(groups, seed=setup.seed)  # what a random ranking scores; ReSi's share in detail
+    detail = {"models": models, "groups": [str(g) for g in groups], "positives": found["positives"],
+              "negatives": found["negatives"], "positive_share": found["chance"],
+              "conformity": found["conformity"]}
+    return [
+        _result(label, values, test, f"{variant}auprc", found["auprc"], [r["auprc"] for r in replicates], n,
+                chance, "AUPRC", found["groups"], detail, setup.confidence),
+        _result(label, values, test, f"{variant}d_prime", found["d_prime"], [r["d_prime"] for r in replicates], n,
+                0.0, "d′", found["groups"], detail, setup.confidence),
+    ]
+
+
+def groups_by_design(setup: Setup, values: Values, label: str, n: int, matrices: Mapping[str, tuple]) -> list[dict]:
+    results = []
+    for option in DESIGN_OPTIONS:
+        matrix = matrices["shortcut" if option == "shortcut" else "main"]
+        models = list(matrix[0])
+        families: dict[str, list[str]] = {}
+        for model in models:
+            if setup.specs[model].get("source") == "finetune":
+                families.setdefault(recipe(setup.specs[model], (option,)), []).append(model)
+        for family in families.values():
+            groups = [_option_value(setup.specs[m], option) for m in family]
+            if len(set(groups)) < 2 or len(family) < 3:
+                continue
+            results += _separation(label, values, f"groups:{option}", "", matrix, family, groups, n, setup)
+    return results
+
+
+def seeds(setup: Setup, values: Values, label: str, n: int, matrix: tuple) -> list[dict]:
+    models = list(matrix[0])
+    groups = [recipe(setup.specs[m]) for m in models]
+    return _separation(label, values, "seeds", "", matrix, models, groups, n, setup)
+
+
+# --------------------------------------------------------------------------------------------- the job
+def measure_tests(label: str, spec: Mapping, setup: Setup, progress: Callable[[str], None] = print) -> pd.DataFrame:
+    """Every test of `setup.tests` for the measure `label` (spec: measure, params): the table of COLUMNS."""
+    first = next(iter(setup.stores.values()))
+    n = len(split_examples(open_store(first), setup.split))
+    values = Values(label, spec, half_samples(n, setup.resamples, setup.seed))
+    results: list[dict] = []
+    matrices: dict[str, tuple] = {}
+    if {"prediction", "groups", "seeds"} & set(setup.tests):
+        for key, stores in (("main", setup.stores), ("shortcut", setup.shortcut_stores)):
+            if not stores:
+                continue
+            models = list(stores)
+            progress(f"{label}: last layers of {len(models)} models ({key})")
+            last = _last_layers(stores, models, setup)
+            matrices[key] = (models, *values(last, last))
+        matrices.setdefault("shortcut", matrices["main"])
+    for test in setup.tests:
+        progress(f"{label}: {test}")
+        if test == "monotonicity":
+            results += monotonicity(setup, values, label, n)
+        elif test == "deletion":
+            results += deletion(setup, values, label, n)
+        elif test == "prediction":
+            results += prediction(setup, values, label, n, matrices["main"])
+        elif test == "groups":
+            results += groups_by_design(setup, values, label, n, matrices)
+        elif test == "seeds":
+            results += seeds(setup, values, label, n, matrices["main"])
+        else:
+            raise ValueError(f"grounding test {test!r}: expected one of {', '.join(TESTS)}")
+    return pd.DataFrame(results, columns=COLUMNS)
+
+
+def ranked(table: pd.DataFrame) -> pd.DataFrame:
+    """All measures' tables with each measure's rank within its (test, variant): 1 = best, "min" ties (ReSi)."""
+    table = table.copy()
+    table["rank"] = table.groupby(["test", "variant"])["score"].rank(ascending=False, method="min")
+    return table

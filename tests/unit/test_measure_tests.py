@@ -1,0 +1,147 @@
+"""The grounding tests' logic on constructed inputs (reprsim.stages.grounding.measure_tests): a measure built to
+track a change scores as sensitive, one built to ignore it as insensitive; a perfect and a useless measure on
+groups by design. The measures here are functions of two (n, d) arrays, so each test's verdict is known."""
+
+import numpy as np
+import pytest
+
+from reprsim.resampling import half_samples
+from reprsim.stages.grounding import measure_tests as mt
+
+
+class Constructed:
+    """A similarity measure given as a function of two (n, d) arrays, with mt.Values' interface."""
+
+    def __init__(self, function, n: int, resamples: int = 20, similarity: bool = True):
+        self.name, self.similarity, self.function = "cka", similarity, function
+        self.indices = half_samples(n, resamples, 0)
+
+    def __call__(self, left, right):
+        values = np.array([[self.function(a, b) for b in right] for a in left])
+        draws = np.array([[[self.function(a[rows], b[rows]) for b in right] for a in left] for rows in self.indices])
+        return values, draws
+
+    def distance(self, values):
+        return -values if self.similarity else values
+
+
+def energy_kept(a, b):
+    """Tracks deletions: the share of a's centred energy b keeps (1 when b = a)."""
+    a, b = a - a.mean(0), b - b.mean(0)
+    return 1.0 - np.linalg.norm(a - b) ** 2 / np.linalg.norm(a) ** 2
+
+
+def noise_measure():
+    """Ignores its inputs: a fresh random number per evaluation."""
+    rng = np.random.default_rng(7)
+    return lambda a, b: float(rng.random())
+
+
+@pytest.fixture
+def arrays(monkeypatch):
+    """Activations and labels served by path, as the stores and the dataset would."""
+    served = {}
+    monkeypatch.setattr(mt, "_layers", lambda path, representation, split: served[(path, split)])
+    monkeypatch.setattr(mt, "_labels", lambda setup, split, rows: served[("labels", split)][:rows])
+    monkeypatch.setattr(mt, "read_meta", lambda directory: {"n_labels": 2})
+    return served
+
+
+def deletion_data(served):
+    # the label is carried evenly by every direction, whose variances fall: each deleted component costs accuracy
+    rng = np.random.default_rng(0)
+    d, scales = 12, np.linspace(3.0, 0.5, 12)
+    for split, n in (("train", 800), ("test", 400)):
+        Z = rng.standard_normal((n, d))
+        y = (Z.sum(axis=1) > 0).astype(int)
+        served[("m", split)] = (Z * scales)[None]  # one layer
+        served[("labels", split)] = y
+
+
+def test_deletion_separates_a_tracking_measure_from_one_that_ignores_deletions(arrays):
+    deletion_data(arrays)
+    setup = mt.Setup(stores={"m": "m"}, specs={"m": {}}, dataset_dir="d", deletion_models=["m"],
+                     tests=("deletion",))
+    tracking = mt.deletion(setup, Constructed(energy_kept, 400), "tracking", 400)[0]
+    ignoring = mt.deletion(setup, Constructed(noise_measure(), 400), "ignoring", 400)[0]
+    accuracy = np.array(eval_detail(tracking)["cells"][0]["probe_accuracy"])
+    assert accuracy[0] > 0.9 and accuracy[-1] < 0.7  # the construction: deletions cost accuracy
+    assert tracking["score"] > 0.9 and tracking["beyond_chance"]
+    assert tracking["ci_low"] <= tracking["score"] <= tracking["ci_high"]
+    assert not ignoring["beyond_chance"] and abs(ignoring["score"]) < 0.7
+
+
+def eval_detail(row):
+    import json
+
+    return json.loads(row["detail"])
+
+
+def drifting_layers(n=300, d=8, layers=6, seed=0):
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n, d))
+    out = [base]
+    for _ in range(layers - 1):
+        out.append(out[-1] + 0.5 * rng.standard_normal((n, d)))  # each layer moves a step further
+    return np.stack(out)
+
+
+def test_monotonicity_of_a_tracking_and_of_a_constant_and_a_noise_measure(arrays):
+    arrays[("a", "test")] = drifting_layers()
+    setup = mt.Setup(stores={"a": "a"}, specs={"a": {}}, dataset_dir="d", tests=("monotonicity",))
+    tracking = {r["variant"]: r for r in mt.monotonicity(setup, Constructed(energy_kept, 300), "t", 300)}
+    noise = {r["variant"]: r for r in mt.monotonicity(setup, Constructed(noise_measure(), 300), "n", 300)}
+    assert tracking["spearman"]["score"] == pytest.approx(1.0) and tracking["spearman"]["beyond_chance"]
+    assert tracking["conformity"]["score"] == pytest.approx(1.0) and tracking["conformity"]["beyond_chance"]
+    assert not noise["spearman"]["beyond_chance"] and not noise["conformity"]["beyond_chance"]
+
+
+def test_monotonicity_reads_seed_siblings_of_one_recipe_only(arrays):
+    for name, seed in (("a", 0), ("b", 1), ("c", 2)):
+        arrays[(name, "test")] = drifting_layers(seed=seed)
+    specs = {"a": {"recipe": 1, "seed": 1}, "b": {"recipe": 1, "seed": 2}, "c": {"recipe": 2, "seed": 1}}
+    setup = mt.Setup(stores={m: m for m in specs}, specs=specs, dataset_dir="d", tests=("monotonicity",))
+    rows = mt.monotonicity(setup, Constructed(energy_kept, 300, resamples=4), "t", 300)
+    assert eval_detail(rows[0])["cells"] == ["a", "b", "c", "a~b"]
+
+
+def grouped_matrix(groups, values, resamples=20, seed=0):
+    """Last layers whose measure is values(group a, group b) plus small noise: a stand-in for the models."""
+    rng = np.random.default_rng(seed)
+    size = len(groups)
+    base = np.array([[values(groups[a], groups[b]) for b in range(size)] for a in range(size)])
+    draws = base[None] + 0.01 * rng.standard_normal((resamples, size, size))
+    return base + 0.01 * rng.standard_normal((size, size)), draws
+
+
+@pytest.mark.parametrize("similarity", [True, False])
+def test_group_separation_of_a_perfect_and_a_useless_measure(similarity):
+    groups = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    models = [f"m{i}" for i in range(9)]
+    sign = 1.0 if similarity else -1.0
+    setup = mt.Setup(stores={}, specs={}, dataset_dir="d")
+    values = Constructed(energy_kept, 100, similarity=similarity)
+    perfect = (models, *grouped_matrix(groups, lambda g, h: sign * float(g == h)))
+    rng = np.random.default_rng(3)
+    useless = (models, rng.random((9, 9)), rng.random((20, 9, 9)))
+    good = {r["variant"]: r for r in mt._separation("p", values, "seeds", "", perfect, models, groups, 100, setup)}
+    bad = {r["variant"]: r for r in mt._separation("u", values, "seeds", "", useless, models, groups, 100, setup)}
+    assert good["auprc"]["score"] == pytest.approx(1.0) and good["auprc"]["beyond_chance"]
+    assert good["d_prime"]["score"] > 10 and good["d_prime"]["beyond_chance"]
+    # chance is what a random ranking scores on this design, above ReSi's share of within-group pairs (3 of 21 per group)
+    assert good["auprc"]["chance"] > eval_detail(good["auprc"])["positive_share"] == pytest.approx(3 / 21)
+    assert not bad["auprc"]["beyond_chance"] and not bad["d_prime"]["beyond_chance"]
+
+
+def test_design_families_group_by_the_option_alone():
+    base = {"source": "finetune", "base": "m", "dataset": "d", "steps": 10}
+    specs = {
+        "std-s1": {**base, "seed": 1}, "std-s2": {**base, "seed": 2},
+        "noise-s1": {**base, "seed": 1, "label_noise": {"fraction": 1.0}},
+        "noise-s2": {**base, "seed": 2, "label_noise": {"fraction": 1.0}},
+        "aug-s1": {**base, "seed": 1, "augment": {"rate": 1.0}},
+    }
+    same = mt.recipe(specs["std-s1"], ("label_noise",))
+    assert mt.recipe(specs["noise-s1"], ("label_noise",)) == same != mt.recipe(specs["aug-s1"], ("label_noise",))
+    assert mt.recipe(specs["std-s1"]) == mt.recipe(specs["std-s2"]) != mt.recipe(specs["noise-s1"])
+    assert [mt._option_value(specs[m], "label_noise") for m in ("std-s1", "noise-s2")] == [0.0, 1.0]
