@@ -100,6 +100,9 @@ rule measure_tests:
     wildcard_constraints:
         label=_one_of(GROUNDED),
     threads: JOB_THREADS
+    resources:
+        mem_mb=measure_tests_mem_mb,
+        runtime=measure_tests_runtime,
     conda:
         "../envs/compare.yaml"
     script:

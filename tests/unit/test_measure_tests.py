@@ -64,7 +64,7 @@ def test_deletion_separates_a_tracking_measure_from_one_that_ignores_deletions(a
                      tests=("deletion",))
     tracking = mt.deletion(setup, Constructed(energy_kept, 400), "tracking", 400)[0]
     ignoring = mt.deletion(setup, Constructed(noise_measure(), 400), "ignoring", 400)[0]
-    accuracy = np.array(eval_detail(tracking)["cells"][0]["probe_accuracy"])
+    accuracy = np.array(eval_detail(tracking)["cells"][0]["probe_accuracy"]["m"])
     assert accuracy[0] > 0.9 and accuracy[-1] < 0.7  # the construction: deletions cost accuracy
     assert tracking["score"] > 0.9 and tracking["beyond_chance"]
     assert tracking["ci_low"] <= tracking["score"] <= tracking["ci_high"]
@@ -145,3 +145,19 @@ def test_design_families_group_by_the_option_alone():
     assert mt.recipe(specs["noise-s1"], ("label_noise",)) == same != mt.recipe(specs["aug-s1"], ("label_noise",))
     assert mt.recipe(specs["std-s1"]) == mt.recipe(specs["std-s2"]) != mt.recipe(specs["noise-s1"])
     assert [mt._option_value(specs[m], "label_noise") for m in ("std-s1", "noise-s2")] == [0.0, 1.0]
+
+
+def test_deletion_follows_dings_design_across_seed_siblings(arrays):
+    deletion_data(arrays)
+    rng = np.random.default_rng(1)
+    for split in ("train", "test"):  # a sibling: the same rows through a little noise, so its probe reads worse
+        arrays[("b", split)] = arrays[("m", split)] + 1.5 * rng.standard_normal(arrays[("m", split)].shape)
+    specs = {"m": {"recipe": 1, "seed": 1}, "b": {"recipe": 1, "seed": 2}}
+    setup = mt.Setup(stores={"m": "m", "b": "b"}, specs=specs, dataset_dir="d", deletion_models=["b", "m"],
+                     tests=("deletion",))
+    row = mt.deletion(setup, Constructed(energy_kept, 400, resamples=6), "tracking", 400)[0]
+    cell = eval_detail(row)["cells"][0]
+    grid = cell["k"]
+    assert cell["reference"] == "m"  # the sibling whose undeleted layer the probe reads best
+    assert cell["rows"] == 2 * len(grid) + len(grid)  # (m, m_k), (m, b_k), (b, m_k)
+    assert row["score"] > 0.5 and row["beyond_chance"]

@@ -168,6 +168,44 @@ def token_cka_seconds(facts, config, w):
     return r.token_cka_seconds(*a_b, count, tokens["batch_size"], tokens["shifts"])
 
 
+# ----------------------------------------------------------------- grounding
+def measure_tests_seconds(facts, config, w):
+    """One measure's grounding tests (reprsim.stages.grounding.measure_tests), as the pair-job work they are: its
+    values with grounding.resamples half-samples and no null, for the models' last layers against each other (a
+    model counts as one "layer"), each monotonicity model's layers against its own, and a layer against its
+    deleted versions (Ding's grid, 14 widths). Seed-sibling cells and the shortcut matrix are left out: at most as
+    much again. The probes are their own jobs (light)."""
+    grounding = config["grounding"]
+    dataset = grounding["dataset"] or (config["extraction"].get("datasets") or sorted(config["datasets"]))[0]
+    spec = {**config["measures"][w["label"]], "null_permutations": 0, "resamples": grounding["resamples"]}
+    one = {w["label"]: spec}
+    stores = {m: facts.store(dataset, m) for m in config["models"]}
+    n = next(iter(compared_rows(s, config, "mean") for s in stores.values()))
+    widths: dict[int, int] = {}
+    for store in stores.values():
+        widths[store["hidden_size"]] = widths.get(store["hidden_size"], 0) + 1
+    seconds = sum(pair_work.pair_seconds(one, ca, da, cb, db, n, *_rates(config))
+                  for da, ca in widths.items() for db, cb in widths.items())
+    for model in grounding["monotonicity_models"] or list(stores):
+        seconds += pair_work.pair_seconds(one, *_layers(stores[model]), *_layers(stores[model]), n, *_rates(config))
+    if "deletion" in grounding["tests"]:
+        for model in grounding["deletion"]["models"] or list(stores):
+            width = stores[model]["hidden_size"]
+            seconds += len(grounding["deletion"]["layers"]) * pair_work.pair_seconds(one, 1, width, 14, width, n,
+                                                                                     *_rates(config))
+    return seconds
+
+
+def measure_tests_mem_mb(facts, config, w, attempt):
+    """The models' last layers and one model's layers in float64, twice over for the measure's work."""
+    grounding = config["grounding"]
+    dataset = grounding["dataset"] or (config["extraction"].get("datasets") or sorted(config["datasets"]))[0]
+    stores = [facts.store(dataset, m) for m in config["models"]]
+    n = compared_rows(stores[0], config, "mean")
+    floats = sum(s["hidden_size"] for s in stores) * n + max(s["hidden_size"] * (s["n_layers"] + 1) for s in stores) * n
+    return int((1000 + 2 * floats * 8 / 1e6) * attempt)
+
+
 # ----------------------------------------------------------------- align
 def _aligned_stores(facts, w):
     """(a, b) store facts of an aligner or injection job; synthetic recovery (wildcard `model`: one store,
@@ -226,4 +264,5 @@ COSTS: dict[str, Cost] = {
     "layer_injection": (align_mem_mb, align_seconds),
     "synthetic_recovery": (align_mem_mb, align_seconds),
     "stitch": (stitch_mem_mb, stitch_seconds),
+    "measure_tests": (measure_tests_mem_mb, measure_tests_seconds),
 }

@@ -36,6 +36,8 @@ STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
     "model_distances": "compare", "localization_scores": "compare",
     "align_layers": "align", "synthetic_recovery": "align", "layer_injection": "align",
     "stitch": "stitch", "aggregate_stitching": "stitch",
+    "model_predictions": "grounding", "deletion_probes": "grounding", "measure_tests": "grounding",
+    "measure_tests_table": "grounding",
 }
 
 

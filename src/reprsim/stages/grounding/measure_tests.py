@@ -196,23 +196,53 @@ def probe_table(setup: Setup, model: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _probe_correct(setup: Setup, model: str, layer: int, grid: list[int]) -> np.ndarray:
+    """(K, n) correctness of the probe on `model`'s layer with k components deleted, k on `grid`."""
+    probes = pd.read_parquet(setup.probes[model]) if model in setup.probes else probe_table(setup, model)
+    table = probes[probes["layer"] == layer]
+    return np.stack([table.loc[table["k"] == k].sort_values("row")["correct"].to_numpy() for k in grid])
+
+
 def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
+    """Ding et al.'s design (A.3): within each family of seed siblings among the deletion models, the reference
+    is the sibling whose undeleted layer the probe reads best; the rows are (reference, sibling s with k components
+    deleted) and (s, reference with k deleted) for every s (the reference itself included) and k. A model without
+    siblings gives the (model, model with k deleted) rows alone. ρ between the dissimilarity and |probe accuracy of
+    the first, undeleted − of the second, deleted|, averaged over families and layers."""
     models = setup.deletion_models or list(setup.stores)
-    rhos, used = [], []
+    families: dict[str, list[str]] = {}
     for model in models:
-        probes = pd.read_parquet(setup.probes[model]) if model in setup.probes else probe_table(setup, model)
-        for layer, X, grid, deleted in _deletion_cells(setup, model):
-            table = probes[probes["layer"] == layer]
-            correct = np.stack([table.loc[table["k"] == k].sort_values("row")["correct"].to_numpy() for k in grid])
-            matrix, draws = values([X], [test for test, _ in deleted])  # (1, K), (R, 1, K)
-            accuracy = correct.mean(axis=1)
-            change = np.abs(accuracy[0] - accuracy)
-            changes = [np.abs(correct[0, rows].mean() - correct[:, rows].mean(axis=1)) for rows in values.indices]
-            estimate = scores.rank_correlation(values.distance(matrix[0]), change)
-            replicates = [scores.rank_correlation(values.distance(draw[0]), c) for draw, c in zip(draws, changes)]
+        families.setdefault(recipe(setup.specs.get(model, {})), []).append(model)
+    rhos, used = [], []
+    for family in families.values():
+        cells = {m: list(_deletion_cells(setup, m)) for m in family}
+        for index in range(len(setup.deletion_layers)):
+            layer, _, grid, _ = cells[family[0]][index]
+            correct = {m: _probe_correct(setup, m, cells[m][index][0], grid) for m in family}
+            reference = max(family, key=lambda m: correct[m][0].mean())
+            X = {m: cells[m][index][1] for m in family}
+            deleted = {m: [test for test, _ in cells[m][index][3]] for m in family}
+            others = [m for m in family if m != reference]
+            # (reference, s deleted k) for every s and k; (s, reference deleted k) for the other s
+            first, draws_first = values([X[reference]], [d for m in family for d in deleted[m]])
+            pairs = [(reference, m, k) for m in family for k in range(len(grid))]
+            value, draws = first[0], draws_first[:, 0]
+            if others:
+                second, draws_second = values([X[m] for m in others], deleted[reference])
+                pairs += [(m, reference, k) for m in others for k in range(len(grid))]
+                value = np.concatenate([value, second.ravel()])
+                draws = np.concatenate([draws, draws_second.reshape(len(draws_second), -1)], axis=1)
+
+            def change(rows):
+                return np.array([abs(correct[a][0, rows].mean() - correct[b][k, rows].mean()) for a, b, k in pairs])
+
+            estimate = scores.rank_correlation(values.distance(value), change(np.arange(n)))
+            replicates = [scores.rank_correlation(values.distance(draw), change(rows))
+                          for draw, rows in zip(draws, values.indices)]
             rhos.append([estimate, *replicates])
-            used.append({"model": model, "layer": layer, "k": grid, "spearman": round(float(estimate), 4),
-                         "probe_accuracy": [round(float(a), 4) for a in accuracy]})
+            used.append({"models": family, "reference": reference, "layer": layer, "k": grid, "rows": len(pairs),
+                         "spearman": round(float(estimate), 4),
+                         "probe_accuracy": {m: [round(float(a), 4) for a in correct[m].mean(axis=1)] for m in family}})
     if not rhos:
         return []
     table = np.nanmean(np.array(rhos, dtype=float), axis=0)
