@@ -5,7 +5,8 @@ import torch
 
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
-from reprsim.stages.grounding.measure_tests import Setup, probe_table
+from reprsim.stages.grounding.setup import Setup
+from reprsim.stages.grounding.probes import probe_table
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

@@ -5,7 +5,8 @@ import torch
 
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
-from reprsim.stages.grounding.measure_tests import Setup, measure_tests
+from reprsim.stages.grounding.measure_tests import measure_tests
+from reprsim.stages.grounding.setup import Setup
 
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)

@@ -10,7 +10,8 @@ import torch
 
 from reprsim.stages.extract.activations import extract_activations
 from reprsim.stages.finetune.training import finetune_model
-from reprsim.stages.grounding.measure_tests import COLUMNS, Setup, measure_tests, ranked
+from reprsim.stages.grounding.measure_tests import COLUMNS, measure_tests, ranked
+from reprsim.stages.grounding.setup import Setup
 from reprsim.stages.grounding.predictions import model_predictions
 
 SPEC = {"source": "finetune", "base": "bert", "dataset": "tiny", "steps": 6, "batch_size": 8,

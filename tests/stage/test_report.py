@@ -199,6 +199,9 @@ def _measure_test_rows() -> list[dict]:
                      "score": seeds, "ci_low": seeds_low, "ci_high": seeds + 0.02, "chance": 0.37, "units": "AUPRC",
                      "higher_is_better": True, "beyond_chance": seeds_low > 0.37, "n_rows": 512, "n_items": 2,
                      "detail": "{}", "rank": 3 - rank_mono})
+    # a measure the test leaves undefined here (no interval on the half-samples): no score, no rank
+    rows.append({**rows[0], "measure": "svcca", "score": float("nan"), "ci_low": float("nan"),
+                 "ci_high": float("nan"), "beyond_chance": False, "rank": float("nan")})
     return rows
 
 
@@ -450,6 +453,8 @@ def test_which_measure_page_names_who_passes_each_test(tmp_path, inputs):
     assert chance == ["chance", "0", "0.37"] and cells == ["cells", "3", "2"]
     assert [" ".join(cell.split()) for cell in rows[0]] == ["linear CKA", "✓ 0.90 [0.80, 0.95] #1", "✗ 0.30 [0.20, 0.32] #2"]
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
-    assert "layer monotonicity ρ: above chance: linear CKA; not above chance: neuronsim (best first)" in text
+    assert ("layer monotonicity ρ: above chance: linear CKA; not above chance: neuronsim (best first); "
+            "undefined here: SVCCA") in text
+    assert [" ".join(cell.split()) for cell in rows[2]] == ["SVCCA", "–", "–"]
     assert "seed specificity AUPRC: above chance: neuronsim; not above chance: linear CKA" in text
     assert "Not run on these models: prediction, because it needs at least three models fine-tuned" in text

@@ -7,6 +7,7 @@ import pytest
 
 from reprsim.resampling import half_samples
 from reprsim.stages.grounding import measure_tests as mt
+from reprsim.stages.grounding import probes
 
 
 class Constructed:
@@ -41,9 +42,9 @@ def noise_measure():
 def arrays(monkeypatch):
     """Activations and labels served by path, as the stores and the dataset would."""
     served = {}
-    monkeypatch.setattr(mt, "_layers", lambda path, representation, split: served[(path, split)])
-    monkeypatch.setattr(mt, "_labels", lambda setup, split, rows: served[("labels", split)][:rows])
-    monkeypatch.setattr(mt, "read_meta", lambda directory: {"n_labels": 2})
+    monkeypatch.setattr(probes, "layers", lambda path, representation, split: served[(path, split)])
+    monkeypatch.setattr(probes, "labels", lambda setup, split, rows: served[("labels", split)][:rows])
+    monkeypatch.setattr(probes, "read_meta", lambda directory: {"n_labels": 2})
     return served
 
 

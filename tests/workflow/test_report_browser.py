@@ -60,7 +60,8 @@ def render(chromium: str, page, tmp_path) -> dict:
 def test_every_image_loads_and_the_main_page_is_short(workflow, chromium, tmp_path):
     report = workflow / "results" / "report"
     pages = sorted(report.glob("*.html"))
-    assert {p.name for p in pages} == {"index.html", "pairs.html", "models.html", "alignment.html", "stitching.html"}
+    assert {p.name for p in pages} == {"index.html", "pairs.html", "models.html", "alignment.html", "stitching.html",
+                                         "measures.html"}
     for page in pages:
         seen = render(chromium, page, tmp_path)
         assert seen["width"] == WIDTH

@@ -211,6 +211,13 @@ def jobs_after_edit(workflow, relative_path):
         source.write_text(original)
 
 
+def grounding(predictions: int = 0, probes: int = 0) -> dict[str, int]:
+    """The grounding jobs that rerun when a model's outputs change: its predictions and deletion probes, then every
+    measure's tests (they compare all models) and their table; tiny.yaml configures 7 measures."""
+    return {**({"model_predictions": predictions} if predictions else {}),
+            **({"deletion_probes": probes} if probes else {}), "measure_tests": 7, "measure_tests_table": 1}
+
+
 def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
     summaries = {"model_distances": 1, "localization_scores": 1, "model_distance_figure": 1, "localization_figure": 1,
                  "model_summary_figure": 1}
@@ -229,7 +236,7 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
         **finetune_figures, "model_terms": 2 * 2, "compare_pair": N_PAIRS - untouched_pairs + view_pairs,
         "pair_heatmap": N_PAIRS - untouched_pairs,
         "layer_injection": 1, "aggregate_pairs": 1, **summaries, "stitch": 4, "aggregate_stitching": 1,
-        **stitching_figures, "findings": 1, "report": 1, "all": 1}
+        **stitching_figures, "findings": 1, **grounding(predictions=2, probes=2), "report": 1, "all": 1}
 
 
 def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
@@ -248,7 +255,8 @@ def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
     # the aligners compute CCA-family maps through the measure library, so they count too; the layer views read
     # pair tables (their CKA comes from pair jobs), not the measure code
     assert rules_with_code_input(output, "metrics/cka.py") == {
-        "model_terms", "compare_pair", "model_distances", "align_layers", "synthetic_recovery", "layer_injection"}
+        "model_terms", "compare_pair", "model_distances", "align_layers", "synthetic_recovery", "layer_injection",
+        "measure_tests"}  # not deletion_probes: the probes import no measure
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):
@@ -261,7 +269,8 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
                     "pair_heatmap": 6,
                     "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
                     "model_distance_figure": 1, "localization_figure": 1, "model_summary_figure": 1, "findings": 1,
-                    "stitching_figure": 1, "report": 1, "all": 1}  # its CKA panel reads the pair table
+                    "stitching_figure": 1, **grounding(probes=1), "report": 1,
+                    "all": 1}  # the stitching figure's CKA panel reads the pair table
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
     assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 2 * 6  # tables and replicates
 
@@ -278,7 +287,8 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
         "compare_pair": 6 + 4, "pair_heatmap": 6,  # its 6 pairs, and its views' CLS pairs: base, itself, 2 siblings
         "layer_injection": 2, "stitch": 5, "aggregate_stitching": 1, "stitch_figure": 2, "stitching_figure": 1,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
-        "localization_figure": 1, "model_summary_figure": 1, "findings": 1, "report": 1, "all": 1}
+        "localization_figure": 1, "model_summary_figure": 1, "findings": 1, **grounding(predictions=1, probes=1),
+        "report": 1, "all": 1}
     planned = planned_outputs(output)
     assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
     assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))
@@ -287,3 +297,18 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
 def test_snakemake_report_builds(workflow, tmp_path):
     snakemake(workflow, "--configfile", "tiny.yaml", "--report", str(tmp_path / "report.zip"))
     assert (tmp_path / "report.zip").stat().st_size > 10_000
+
+
+def test_every_measure_is_scored_on_the_tests_its_models_allow(workflow):
+    """results/tables/measure_tests.parquet: every configured measure on the tests tiny.yaml's models allow (two
+    fine-tuned seeds: no prediction test), each score with its interval and a rank within its test."""
+    config = yaml.safe_load((workflow / "tiny.yaml").read_text())
+    table = pd.read_parquet(workflow / "results" / "tables" / "measure_tests.parquet")
+    assert set(table["measure"]) == set(config["measures"])
+    for _, rows in table.groupby("measure"):
+        assert {"monotonicity", "deletion", "seeds"} <= set(rows["test"]) and "prediction" not in set(rows["test"])
+    scored = table.dropna(subset=["score"])
+    assert scored[["ci_low", "ci_high", "rank"]].notna().all().all()
+    assert ((scored["ci_low"] <= scored["score"] + 1e-9) & (scored["score"] <= scored["ci_high"] + 1e-9)).all()
+    page = (workflow / "results" / "report" / "measures.html").read_text()
+    assert "Which measure?" in page and "prediction, because it needs at least three models" in page

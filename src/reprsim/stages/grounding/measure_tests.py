@@ -28,49 +28,26 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from reprsim.io.datasets import load_split, read_meta
-from reprsim.io.store import open_store, pooled_rows, split_examples
+from reprsim.io.datasets import read_meta
+from reprsim.io.store import open_store, split_examples
 from reprsim.measure_registry import MEASURES
 from reprsim.metrics import api
 from reprsim.resampling import half_samples, interval, subsample_size
+from reprsim.stages.grounding import probes as probes_module
+from reprsim.stages.grounding.setup import TESTS, Setup
 from reprsim.stages.grounding import scores
 
-TESTS = ("monotonicity", "deletion", "prediction", "groups", "seeds")
 DESIGN_OPTIONS = ("label_noise", "shortcut", "augment")  # the fine-tuning options that make groups by design
 # what the recipe of a model is not: the seed, and names that only point to the same thing
 NOT_RECIPE = ("seed", "seeds")
 
 COLUMNS = ["measure", "measure_name", "test", "variant", "score", "ci_low", "ci_high", "chance", "units",
            "higher_is_better", "beyond_chance", "n_rows", "n_items", "detail"]
-
-
-@dataclass
-class Setup:
-    """What one measure-tests job reads: the models' activation stores, their config specs, predictions of the
-    fine-tuned ones, and the dataset (labels for the probe)."""
-    stores: Mapping[str, str | Path]
-    specs: Mapping[str, Mapping]
-    dataset_dir: str | Path
-    representation: str = "mean"
-    split: str = "test"
-    train_split: str = "train"
-    predictions: Mapping[str, str | Path] = field(default_factory=dict)
-    probes: Mapping[str, str | Path] = field(default_factory=dict)  # model -> its deletion probes (probe_table)
-    shortcut_stores: Mapping[str, str | Path] = field(default_factory=dict)
-    monotonicity_models: list[str] | None = None
-    deletion_models: list[str] | None = None
-    deletion_layers: list[int | str] = field(default_factory=lambda: ["last"])
-    tests: tuple[str, ...] = TESTS
-    resamples: int = 20
-    confidence: float = 0.95
-    seed: int = 0
-    probe: Mapping = field(default_factory=dict)
 
 
 class Values:
@@ -120,15 +97,16 @@ def _option_value(spec: Mapping, option: str):
     return value.get("fraction", value.get("rate"))
 
 
-def _layers(path: str | Path, representation: str, split: str) -> np.ndarray:
-    return pooled_rows(open_store(path), representation, split).astype(np.float64)
-
-
 def _result(label: str, values: Values, test: str, variant: str, estimate: float, replicates: np.ndarray, n: int,
             chance: float, units: str, items: int, detail: Mapping, confidence: float) -> dict:
     low, high = interval(np.asarray(estimate, dtype=float), np.asarray(replicates, dtype=float), n,
                          subsample_size(n), confidence)
     low, high = float(low), float(high)
+    if np.isfinite(estimate) and not (np.isfinite(low) and np.isfinite(high)):
+        # no score without its interval: the half-samples leave it undefined (too few rows for the measure)
+        detail = {**detail, "estimate_without_interval": float(estimate),
+                  "why": "the score is undefined on fewer than two half-samples, so it has no interval"}
+        estimate = float("nan")
     return {"measure": label, "measure_name": values.name, "test": test, "variant": variant,
             "score": float(estimate), "ci_low": low, "ci_high": high, "chance": float(chance), "units": units,
             "higher_is_better": True, "beyond_chance": bool(np.isfinite(low) and low > chance),
@@ -143,11 +121,17 @@ def monotonicity(setup: Setup, values: Values, label: str, n: int) -> list[dict]
               if recipe(setup.specs[a]) == recipe(setup.specs[b])]
     per_cell, used, spearman = [], [], []
     for a, b in cells:
-        Xa = _layers(setup.stores[a], setup.representation, setup.split)
-        Xb = Xa if a == b else _layers(setup.stores[b], setup.representation, setup.split)
+        Xa = probes_module.layers(setup.stores[a], setup.representation, setup.split)
+        Xb = Xa if a == b else probes_module.layers(setup.stores[b], setup.representation, setup.split)
         if len(Xa) != len(Xb) or len(Xa) < 3:
             continue  # layer distance |i − j| is defined between models of one depth
         matrix, draws = values(list(Xa), list(Xb))
+        # a layer the measure leaves undefined (a first layer whose rows are all one vector) is left out from the
+        # bottom, so the layer distances |i − j| of the others stay as they are
+        start = 0
+        while start < len(matrix) - 2 and (np.isnan(matrix[start]).all() or np.isnan(matrix[:, start]).all()):
+            start += 1
+        matrix, draws = matrix[start:, start:], draws[:, start:, start:]
         scored = [scores.monotonicity(matrix, values.similarity)]
         scored += [scores.monotonicity(draw, values.similarity) for draw in draws]
         per_cell.append([[s["correlation"], s["conformity"]] for s in scored])
@@ -165,40 +149,9 @@ def monotonicity(setup: Setup, values: Values, label: str, n: int) -> list[dict]
     ]
 
 
-def _labels(setup: Setup, split: str, rows: int) -> np.ndarray:
-    return load_split(setup.dataset_dir, split)["label"].to_numpy()[:rows]
-
-
-def _deletion_cells(setup: Setup, model: str):
-    """Per layer of `grounding.deletion.layers`: (layer, the compared rows X, Ding's grid, the deleted versions
-    (test rows, train rows) per k), the components fitted on the train rows."""
-    test_layers = _layers(setup.stores[model], setup.representation, setup.split)
-    train_layers = _layers(setup.stores[model], setup.representation, setup.train_split)
-    for wanted in setup.deletion_layers:
-        layer = len(test_layers) - 1 if wanted == "last" else int(wanted)
-        X, X_train = test_layers[layer], train_layers[layer]
-        grid = scores.deletion_grid(X.shape[1])
-        yield layer, X, grid, [scores.delete_low_variance(X_train, [X, X_train], k) for k in grid]
-
-
-def probe_table(setup: Setup, model: str) -> pd.DataFrame:
-    """The linear probe on every deleted version of `model`'s layers (rule deletion_probes, once per model: every
-    measure's deletion test reads it): layer, k, row of the compared split, correct."""
-    n_classes = int(read_meta(setup.dataset_dir)["n_labels"])
-    probe = {"weight_decay": 1e-3, "max_iter": 200, **setup.probe}
-    frames = []
-    for layer, X, grid, deleted in _deletion_cells(setup, model):
-        y_test = _labels(setup, setup.split, len(X))
-        y_train = _labels(setup, setup.train_split, len(deleted[0][1]))
-        for k, (test, train) in zip(grid, deleted):
-            correct = scores.probe_correct(train, y_train, test, y_test, n_classes, seed=setup.seed, **probe)
-            frames.append(pd.DataFrame({"layer": layer, "k": k, "row": np.arange(len(X)), "correct": correct}))
-    return pd.concat(frames, ignore_index=True)
-
-
 def _probe_correct(setup: Setup, model: str, layer: int, grid: list[int]) -> np.ndarray:
     """(K, n) correctness of the probe on `model`'s layer with k components deleted, k on `grid`."""
-    probes = pd.read_parquet(setup.probes[model]) if model in setup.probes else probe_table(setup, model)
+    probes = pd.read_parquet(setup.probes[model]) if model in setup.probes else probes_module.probe_table(setup, model)
     table = probes[probes["layer"] == layer]
     return np.stack([table.loc[table["k"] == k].sort_values("row")["correct"].to_numpy() for k in grid])
 
@@ -215,7 +168,7 @@ def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
         families.setdefault(recipe(setup.specs.get(model, {})), []).append(model)
     rhos, used = [], []
     for family in families.values():
-        cells = {m: list(_deletion_cells(setup, m)) for m in family}
+        cells = {m: list(probes_module.deletion_cells(setup, m)) for m in family}
         for index in range(len(setup.deletion_layers)):
             layer, _, grid, _ = cells[family[0]][index]
             correct = {m: _probe_correct(setup, m, cells[m][index][0], grid) for m in family}
@@ -251,7 +204,7 @@ def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
 
 
 def _last_layers(stores: Mapping[str, str | Path], models: list[str], setup: Setup) -> list[np.ndarray]:
-    return [_layers(stores[m], setup.representation, setup.split)[-1] for m in models]
+    return [probes_module.layers(stores[m], setup.representation, setup.split)[-1] for m in models]
 
 
 def prediction(setup: Setup, values: Values, label: str, n: int, matrix: tuple) -> list[dict]:

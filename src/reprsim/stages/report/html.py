@@ -897,6 +897,9 @@ def which_measure(inputs: ReportInputs) -> list[str]:
     measures = list(dict.fromkeys(table["measure"]))
     cells = {}
     for row in table.itertuples():
+        if not np.isfinite(row.score):  # undefined for this measure here (the detail says why)
+            cells[(row.measure, row.column)] = "–"
+            continue
         mark = "✓" if row.beyond_chance else "✗"
         cells[(row.measure, row.column)] = (f"{mark} {_with_interval(row.score, row.ci_low, row.ci_high)} "
                                             f"<span class='sub'>#{int(row.rank)}</span>")
@@ -917,12 +920,16 @@ def which_measure(inputs: ReportInputs) -> list[str]:
     for column in columns:
         rows = table[table["column"] == column].sort_values("rank")
         passed = [_measure_name(m) for m in rows.loc[rows["beyond_chance"], "measure"]]
-        failed = [_measure_name(m) for m in rows.loc[~rows["beyond_chance"], "measure"]]
+        failed = [_measure_name(m) for m in rows.loc[~rows["beyond_chance"] & rows["score"].notna(), "measure"]]
+        undefined = [_measure_name(m) for m in rows.loc[rows["score"].isna(), "measure"]]
         sentence = f"<b>{html.escape(column)}</b>: "
         sentence += (f"above chance: {html.escape(', '.join(passed))}" if passed else "no measure is above chance")
         if failed:
             sentence += f"; not above chance: {html.escape(', '.join(failed))}"
-        parts.append(f"<li>{sentence} (best first).</li>")
+        sentence += " (best first)"
+        if undefined:
+            sentence += f"; undefined here: {html.escape(', '.join(undefined))}"
+        parts.append(f"<li>{sentence}.</li>")
     parts.append("</ul>")
     left_out = [t for t in inputs.grounding_tests if t not in {c.split(":")[0] for c in table["test"]}]
     if left_out:

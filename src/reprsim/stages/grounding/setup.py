@@ -1,0 +1,33 @@
+"""What a grounding job reads (stores, specs, predictions, probes) and how it tests: one dataclass shared by the
+measure tests and the probes, so that the probes' jobs import no measure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TESTS = ("monotonicity", "deletion", "prediction", "groups", "seeds")
+
+
+@dataclass
+class Setup:
+    """What one measure-tests job reads: the models' activation stores, their config specs, predictions of the
+    fine-tuned ones, and the dataset (labels for the probe)."""
+    stores: Mapping[str, str | Path]
+    specs: Mapping[str, Mapping]
+    dataset_dir: str | Path
+    representation: str = "mean"
+    split: str = "test"
+    train_split: str = "train"
+    predictions: Mapping[str, str | Path] = field(default_factory=dict)
+    probes: Mapping[str, str | Path] = field(default_factory=dict)  # model -> its deletion probes (probe_table)
+    shortcut_stores: Mapping[str, str | Path] = field(default_factory=dict)
+    monotonicity_models: list[str] | None = None
+    deletion_models: list[str] | None = None
+    deletion_layers: list[int | str] = field(default_factory=lambda: ["last"])
+    tests: tuple[str, ...] = TESTS
+    resamples: int = 20
+    confidence: float = 0.95
+    seed: int = 0
+    probe: Mapping = field(default_factory=dict)
