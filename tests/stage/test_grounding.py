@@ -10,7 +10,8 @@ import torch
 
 from reprsim.stages.extract.activations import extract_activations
 from reprsim.stages.finetune.training import finetune_model
-from reprsim.stages.grounding.measure_tests import COLUMNS, measure_tests, ranked
+from reprsim.stages.grounding.measure_tests import COLUMNS, measure_tests
+from reprsim.stages.grounding.scores import ranked
 from reprsim.stages.grounding.setup import Setup
 from reprsim.stages.grounding.predictions import model_predictions
 

@@ -39,11 +39,11 @@ from reprsim.measure_registry import MEASURES
 from reprsim.metrics import api
 from reprsim.resampling import half_samples, interval, subsample_size
 from reprsim.stages.grounding import probes as probes_module
-from reprsim.stages.grounding.setup import TESTS, Setup
 from reprsim.stages.grounding import scores
+from reprsim.stages.grounding.setup import TESTS, Setup
 
 DESIGN_OPTIONS = ("label_noise", "shortcut", "augment")  # the fine-tuning options that make groups by design
-# what the recipe of a model is not: the seed, and names that only point to the same thing
+# a model's recipe is its spec without these: seed siblings share everything else
 NOT_RECIPE = ("seed", "seeds")
 
 COLUMNS = ["measure", "measure_name", "test", "variant", "score", "ci_low", "ci_high", "chance", "units",
@@ -323,10 +323,3 @@ def measure_tests(label: str, spec: Mapping, setup: Setup, progress: Callable[[s
         else:
             raise ValueError(f"grounding test {test!r}: expected one of {', '.join(TESTS)}")
     return pd.DataFrame(results, columns=COLUMNS)
-
-
-def ranked(table: pd.DataFrame) -> pd.DataFrame:
-    """All measures' tables with each measure's rank within its (test, variant): 1 = best, "min" ties (ReSi)."""
-    table = table.copy()
-    table["rank"] = table.groupby(["test", "variant"])["score"].rank(ascending=False, method="min")
-    return table

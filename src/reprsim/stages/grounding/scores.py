@@ -20,6 +20,7 @@ Departures from the papers' code (each also said in its function's docstring):
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from scipy import special, stats
 
 DING_GRID = (0, 100, 200, 300, 400, 500, 600, 650, 700, 725, 750, 758, 763, 767)
@@ -351,3 +352,14 @@ def probe_correct(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, 
     finally:
         torch.set_num_threads(threads)
     return predicted == test_y
+
+
+# --------------------------------------------------------------------------------------------------
+# Ranks across measures (imports no measure: the table's job reruns only when a score changes)
+
+
+def ranked(table: pd.DataFrame) -> pd.DataFrame:
+    """All measures' tables with each measure's rank within its (test, variant): 1 = best, "min" ties (ReSi)."""
+    table = table.copy()
+    table["rank"] = table.groupby(["test", "variant"])["score"].rank(ascending=False, method="min")
+    return table

@@ -889,7 +889,7 @@ def which_measure(inputs: ReportInputs) -> list[str]:
     """The measure × test matrix (score [interval], rank), and for each test the measures whose interval is above
     its chance level and those whose interval is not; tests that could not run, and why."""
     table = pd.read_parquet(inputs.measure_tests[0])
-    parts = ["<h2 id='which-measure'>Which measure?</h2>", *_paragraphs("measure_tests")]
+    parts = ["<h2 id='which-measure'>Every measure on every test these models allow</h2>", *_paragraphs("measure_tests")]
     if table.empty:
         return parts + ["<p>No test could run on this configuration's models.</p>"]
     table["column"] = [_test_name(t, v) for t, v in zip(table["test"], table["variant"])]
