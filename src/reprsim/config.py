@@ -212,11 +212,15 @@ def _grounding_errors(config: dict, datasets: dict, models: dict) -> Iterator[st
         return
     extraction = config.get("extraction", {})
     extracted = extraction.get("datasets") or list(datasets)
-    for key in ("dataset", "shortcut_dataset"):
-        name = grounding.get(key)
-        if name is not None and name not in extracted:
-            yield (f"key 'grounding.{key}' is {name!r}, which is not among the extracted datasets "
-                   f"({', '.join(sorted(extracted))}); add it to datasets and extraction.datasets")
+    name = grounding.get("dataset")
+    if name is not None and name not in extracted:
+        yield (f"key 'grounding.dataset' is {name!r}, which is not among the extracted datasets "
+               f"({', '.join(sorted(extracted))}); add it to datasets and extraction.datasets")
+    # the shortcut models alone are extracted there (by the grounding rules), so it need not be extracted for all
+    name = grounding.get("shortcut_dataset")
+    if name is not None and name not in datasets:
+        yield (f"key 'grounding.shortcut_dataset' is {name!r}, which is not a dataset of this config; "
+               f"defined datasets: {', '.join(sorted(datasets))}")
     for key, names in (("monotonicity_models", grounding.get("monotonicity_models")),
                        ("deletion.models", (grounding.get("deletion") or {}).get("models"))):
         for name in names or []:

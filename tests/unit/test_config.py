@@ -96,6 +96,8 @@ def test_unknown_source(default_config):
         (lambda c: c["models"]["minilm-ft-s1"].update(dataset="nope"), "models.minilm-ft-s1.dataset"),
         (lambda c: c["models"]["bert-small-s0"].update(tokenizer="nope"), "models.bert-small-s0.tokenizer"),
         (lambda c: c["extraction"].update(datasets=["nope"]), "extraction.datasets"),
+        (lambda c: c["grounding"].update(shortcut_dataset="nope"), "grounding.shortcut_dataset"),
+        (lambda c: c["grounding"].update(monotonicity_models=["nope"]), "grounding.monotonicity_models"),
     ],
 )
 def test_undefined_references(default_config, edit, expected):

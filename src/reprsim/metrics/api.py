@@ -130,12 +130,13 @@ def describe(name: str, params: dict, meta: dict, n: int, d_x: int, d_y: int, dt
             "dtype": dtype, "device": device, **params, **meta}
 
 
-def _evaluator(name: str, params: dict) -> Callable:
-    """(Xs, Ys) tensors -> ((D, L1, L2) array, [meta per direction]) for `name`."""
+def _evaluator(name: str, params: dict, forward_only: bool = False) -> Callable:
+    """(Xs, Ys) tensors -> ((D, L1, L2) array, [meta per direction]) for `name`; with forward_only,
+    X→Y alone (D = 1), without computing an asymmetric measure's other direction."""
     function, _, symmetric = MEASURES[name]
 
     def evaluate(Xs, Ys):
-        if symmetric:
+        if symmetric or (forward_only and name not in BOTH_DIRECTIONS):
             values, meta = function(Xs, Ys, **params)
             return values.cpu().numpy()[None], [meta]
         if name in BOTH_DIRECTIONS:
@@ -243,6 +244,10 @@ def directed_replicates(name: str, Xs, Ys, indices: np.ndarray, **params) -> tup
 
 
 def replicate_layers(name: str, Xs, Ys, indices: np.ndarray, **params) -> tuple[np.ndarray, str]:
-    """:func:`directed_replicates` for X→Y: (B, L1, L2)."""
-    draws, route = directed_replicates(name, Xs, Ys, indices, **params)
+    """:func:`directed_replicates` for X→Y alone: (B, L1, L2); an asymmetric measure's other direction is
+    not computed where it costs a second evaluation."""
+    check_params(name, params)
+    Xs_t, Ys_t = _inputs(Xs, Ys)
+    draws, route = subsample.replicate_draws(name, Xs_t, Ys_t, np.asarray(indices),
+                                             _evaluator(name, params, forward_only=True), **params)
     return draws[:, 0], route

@@ -66,10 +66,9 @@ class Values:
         for rows_a in _by_width(left).values():
             for rows_b in _by_width(right).values():
                 Xs, Ys = np.stack([left[i] for i in rows_a]), np.stack([right[j] for j in rows_b])
-                block = api.directed_layers(self.name, Xs, Ys, **self.params).values[0]
-                draws, _ = api.directed_replicates(self.name, Xs, Ys, self.indices, **self.params)
-                values[np.ix_(rows_a, rows_b)] = block
-                replicates[:, rows_a[:, None], rows_b[None, :]] = draws[:, 0]
+                values[np.ix_(rows_a, rows_b)] = api.compute_layers(self.name, Xs, Ys, **self.params).values
+                draws, _ = api.replicate_layers(self.name, Xs, Ys, self.indices, **self.params)
+                replicates[:, rows_a[:, None], rows_b[None, :]] = draws
         return values, replicates
 
     def distance(self, values: np.ndarray) -> np.ndarray:
