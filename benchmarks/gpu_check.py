@@ -48,6 +48,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from reprsim.io.device import describe
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "src" / "reprsim" / "stages" / "data" / "samples"
 PAIR_TOLERANCE = 1e-6       # absolute, float64 on both devices
@@ -266,10 +268,6 @@ def step_rate(check: Check) -> dict:
         log(f"rate: {n} rows, default measures: {seconds:.2f} s on {describe(check.cuda)}; the plan's one-core "
             f"estimate {planned:.0f} s ({planned / seconds:.1f}x)")
     return result
-
-
-def describe(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def run_script(name: str, command: list[str], out: Path | None, timeout: float | None) -> dict:

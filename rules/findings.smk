@@ -22,10 +22,12 @@ rule findings:
         attention_replicates=[paths.ATTENTION_RESAMPLES_ALL] if TARGETS["attention"] else [],
         stitching=TARGETS["stitching"],
         stitching_replicates=[paths.STITCHING_RESAMPLES] if TARGETS["stitching"] else [],
+        measure_tests=TARGETS["measure_tests"],  # marks the verdicts of measures that failed a grounding test
         code=code("findings"),
     output:
         table=paths.FINDINGS,
         csv=paths.FINDINGS_CSV,
+        by_measure=paths.FINDINGS_BY_MEASURE,
     log:
         paths.log(paths.FINDINGS),
     params:
@@ -35,8 +37,37 @@ rule findings:
         attention_measure=next((label for label, spec in (ATTENTION_SETTINGS or {"measures": {}})["measures"].items()
                                 if spec["measure"] == "cka"), ""),
         intervals=canonical(config["similarity"]["intervals"]),
+        measures=canonical({label: spec["measure"] for label, spec in config["measures"].items()}),
     threads: 1
     conda:
         "../envs/compare.yaml"
     script:
         "../scripts/findings.py"
+
+
+# Do the measures agree? Rank agreement of every two measures over the compared cells and model pairs, and the
+# model pairs two measures order oppositely (reprsim.stages.findings.agreement).
+rule measure_agreement:
+    input:
+        pairs=paths.PAIRS,
+        replicates=paths.PAIR_RESAMPLES_ALL,
+        code=code("measure_agreement"),
+    output:
+        agreement=paths.MEASURE_AGREEMENT,
+        discordance=paths.DISCORDANCE,
+    log:
+        paths.log(paths.MEASURE_AGREEMENT),
+    params:
+        measures=list(config["measures"]),
+        confidence=config["similarity"]["intervals"]["confidence"],
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/measure_agreement.py"
+
+
+AGREEMENT = len(config["measures"]) >= 2
+TARGETS["findings_by_measure"] = [paths.FINDINGS_BY_MEASURE]
+TARGETS["measure_agreement"] = [paths.MEASURE_AGREEMENT] if AGREEMENT else []
+TARGETS["discordance"] = [paths.DISCORDANCE] if AGREEMENT else []

@@ -162,6 +162,28 @@ rule model_distance_figure:
         "../scripts/plot_figure.py"
 
 
+rule measure_agreement_figure:
+    input:
+        table=paths.MEASURE_AGREEMENT,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.MEASURE_AGREEMENT_FIGURE, category="Similarity",
+                      caption=f"{CAPTIONS}/measure_agreement.rst"),
+    log:
+        paths.log(paths.MEASURE_AGREEMENT_FIGURE),
+    params:
+        figure="measure_agreement",
+        options={"measures": {label: spec["measure"] for label, spec in config["measures"].items()}},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+TARGETS["measure_agreement_figure"] = [paths.MEASURE_AGREEMENT_FIGURE] if AGREEMENT else []
+
+
 rule localization_figure:
     input:
         table=paths.LOCALIZATION,
@@ -312,7 +334,7 @@ REPORT_PAGES = {
         "aligner_tables", "aligner_figures", "synthetic_tables", "injection_tables")) else {}),
     **({"attention": paths.REPORT_ATTENTION} if TARGETS["attention"] else {}),
     **({"stitching": paths.REPORT_STITCHING} if TARGETS["stitching"] else {}),
-    **({"measures": paths.REPORT_MEASURES} if TARGETS["measure_tests"] else {}),
+    **({"measures": paths.REPORT_MEASURES} if TARGETS["measure_tests"] or TARGETS["measure_agreement"] else {}),
 }
 
 

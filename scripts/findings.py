@@ -2,7 +2,9 @@
 import json
 
 from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
 from reprsim.io.tables import read_tables
+from reprsim.stages.findings.by_measure import findings_by_measure, with_summary
 from reprsim.stages.findings.claims import findings
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.table import write_findings
@@ -26,5 +28,10 @@ with tee_to_log(snakemake.log[0]):
                                                      "attention_replicates", "stitching",
                                                      "stitching_replicates")})
     table = findings(tables, setup)
-    print(table[["claim_id", "estimate", "ci_low", "ci_high", "verdict"]].to_string(index=False), flush=True)
+    measures = json.loads(snakemake.params.measures)
+    by_measure = findings_by_measure(tables, setup, measures, table, read("measure_tests"))
+    table = with_summary(table, by_measure, measures)
+    print(table[["claim_id", "estimate", "ci_low", "ci_high", "verdict", "holds_under"]].to_string(index=False),
+          flush=True)
+    write_parquet(snakemake.output.by_measure, by_measure)
     write_findings(table, snakemake.output.table, snakemake.output.csv)

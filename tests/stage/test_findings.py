@@ -16,6 +16,7 @@ import yaml
 
 from reprsim.config import validate_config
 from reprsim.layers import matching_layer
+from reprsim.relations import finetuned_from, groups, seed_pairs
 from reprsim.resampling import interval
 from reprsim.stages.findings.accuracy import finetuned_layers_carry_the_task, skip_upper_cheaper
 from reprsim.stages.findings.alignment import inn_aligns_better
@@ -27,7 +28,6 @@ from reprsim.stages.findings.intervals import newcombe, t_interval
 from reprsim.stages.findings.profiles import (finetuning_changes_upper_attention,
                                               adjacent_layers, finetuning_changes_upper_layers, halves,
                                               lower_layers_across_seeds)
-from reprsim.stages.findings.relations import finetuned_from, groups, seed_pairs
 from reprsim.stages.findings.stitching import (kind_labels, kinds, stitching_asymmetric_between_kinds,
                                                stitching_penalty_grows_with_depth)
 from reprsim.stages.findings.table import COLUMNS, verdict, write_findings

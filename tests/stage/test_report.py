@@ -23,7 +23,7 @@ from reprsim.stages.report.html import PAGES, ReportInputs, _paragraphs, build_r
 
 CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / "report" / "captions"
 PNG = b"\x89PNG\r\n\x1a\n"
-MAIN_HEADINGS = ["Findings", "Model × model summary per measure family", "Model distance and clustering", "Provenance"]
+MAIN_HEADINGS = ["Findings", "Every finding under every measure", "Model × model summary per measure family", "Model distance and clustering", "Provenance"]
 FILES = {"index": "index.html", "pairs": "pairs.html", "models": "models.html", "alignment": "alignment.html",
          "attention": "attention.html", "stitching": "stitching.html", "measures": "measures.html"}
 FT = ["tiny-ft-s1", "tiny-ft-s2"]
@@ -96,7 +96,8 @@ FINDINGS = [
      "source": "Kornblith et al.",
      "statistic": "CKA(l, l+1) − CKA(l, l+3)", "models": "all", "measure": "linear_cka", "estimate": 0.21,
      "ci_low": 0.18, "ci_high": 0.24, "reference": 0.0, "reference_kind": "zero", "n": 15, "verdict": "supported",
-     "reason": "the interval lies above zero"},
+     "reason": "the interval lies above zero", "holds_under": "1 of 2",
+     "across_measures": "supported under linear_cka; contradicted under neuronsim"},
     {"claim_id": "inn", "claim": "The INN aligns better than the linear map", "source": "Ren et al. 2023, Table 4",
      "statistic": "linear − INN relative error", "models": "tiny-bert vs tiny-ft-s1", "measure": "",
      "estimate": -0.01, "ci_low": -0.02, "ci_high": -0.004, "reference": 0.0, "reference_kind": "zero", "n": 15,
@@ -183,7 +184,29 @@ def inputs(tmp_path) -> dict:
         "stitch_figures": [_png(r / "figures" / "stitching" / "tiny" / f"{FT[0]}__{FT[1]}.png")],
         "stitching_figures": [_png(r / "figures" / "summary" / "stitching" / "tiny.png")],
         "measure_tests": [_parquet(r / "tables" / "measure_tests.parquet", _measure_test_rows())],
+        "findings_by_measure": [_parquet(r / "tables" / "findings_by_measure.parquet", _by_measure_rows())],
+        "measure_agreement": [_parquet(r / "tables" / "measure_agreement.parquet", [
+            {"dataset": "tiny", "representation": "mean", "scope": scope, "measure_x": "linear_cka",
+             "measure_y": "neuronsim", "statistic": statistic, "estimate": 0.6, "ci_low": 0.5, "ci_high": 0.7,
+             "n_items": 27 if scope == "cells" else 3, "n": 15, "m": 7}
+            for scope in ("cells", "model pairs") for statistic in ("kendall_tau_b", "spearman_rho")])],
+        "discordance": [_parquet(r / "tables" / "discordant_orderings.parquet", [
+            {"dataset": "tiny", "representation": "mean", "measure_x": "linear_cka", "measure_y": "neuronsim",
+             "pair_1": "tiny-bert vs tiny-ft-s1", "pair_2": "tiny-ft-s1 vs tiny-ft-s2", "difference_x": 0.19,
+             "x_low": 0.18, "x_high": 0.21, "difference_y": -0.24, "y_low": -0.25, "y_high": -0.23,
+             "strength": 15.0, "n": 15, "m": 7}])],
+        "measure_agreement_figure": [_png(r / "figures" / "summary" / "measure_agreement.png")],
     }
+
+
+def _by_measure_rows() -> list[dict]:
+    """The adjacent-layers claim under two measures (neuronsim failed a grounding test), and a claim about function."""
+    base = {**FINDINGS[0], "dataset": "tiny", "representation": "mean"}
+    base = {key: value for key, value in base.items() if key not in ("holds_under", "across_measures")}
+    return [{**base, "family": "CKA", "grounding_failed": ""},
+            {**base, "measure": "neuronsim", "estimate": -0.1, "ci_low": -0.2, "ci_high": -0.05,
+             "verdict": "contradicted", "family": "neuron-level", "grounding_failed": "monotonicity:spearman"},
+            {**FINDINGS[1], "dataset": "tiny", "representation": "mean", "family": "", "grounding_failed": ""}]
 
 
 def _measure_test_rows() -> list[dict]:
@@ -247,7 +270,8 @@ def test_the_main_page_leads_with_what_was_compared_then_the_findings(tmp_path, 
     assert _h2(page) == MAIN_HEADINGS
     header, *rows = _first_table(page[findings:])
     assert header[:2] == ["verdict", "claim"] and "reason" in header and "estimate [90% interval]" in header
-    assert [row[0] for row in rows] == ["✓ supported", "✗ contradicted", "– not applicable"]
+    assert [row[0].split("  ")[0] for row in rows] == ["✓ supported", "✗ contradicted", "– not applicable"]
+    assert rows[0][0].endswith("holds under 1 of 2 measures") and rows[1][0] == "✗ contradicted"
     estimate = header.index("estimate [90% interval]")
     assert rows[0][estimate] == "0.210 [0.180, 0.240]" and rows[1][estimate] == "-0.010 [-0.020, -0.004]"
     assert rows[2][estimate] == "–" and rows[2][-1] == "one group only: nothing to compare it with"
@@ -270,7 +294,7 @@ def test_contents_and_links_resolve(tmp_path, inputs):
     ids = {name: set(re.findall(r"id='([^']+)'", page)) for name, page in pages.items()}
     files = {FILES[name]: name for name in pages}
     toc = pages["index"].split("<nav class='toc'>", 1)[1].split("</nav>", 1)[0]
-    assert re.findall(r"href='#([^']+)'", toc) == ["findings", "summary", "distance", "provenance"]
+    assert re.findall(r"href='#([^']+)'", toc) == ["findings", "by-measure", "summary", "distance", "provenance"]
     assert re.findall(r"href='([^'#]+)'", toc) == ["pairs.html", "models.html", "alignment.html", "attention.html",
                                                    "stitching.html", "measures.html"]
     for name, page in pages.items():
@@ -286,7 +310,7 @@ def test_every_figure_is_embedded_once_as_a_valid_png(tmp_path, inputs):
     pages = _report(tmp_path, inputs)
     images = [data for page in pages.values()
               for data in re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
-    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 18
+    assert len(images) == sum(page.count("<img") for page in pages.values()) == _figure_inputs(inputs) == 19
     for data in images:
         raw = base64.b64decode(data, validate=True)
         assert raw.startswith(PNG)
@@ -447,7 +471,8 @@ def test_the_attention_page_quotes_matching_layers_with_interval_and_chance(tmp_
 
 def test_which_measure_page_names_who_passes_each_test(tmp_path, inputs):
     page = _report(tmp_path, inputs)["measures"]
-    assert _h2(page) == ["Every measure on every test these models allow"] and "<h1>Which measure?" in page
+    assert _h2(page) == ["Every measure on every test these models allow", "Do the measures agree?"]
+    assert "<h1>Which measure?" in page
     header, chance, cells, *rows = _first_table(page.split("<h2 id='which-measure'>")[1])
     assert header == ["measure", "layer monotonicity ρ", "seed specificity AUPRC"]
     assert chance == ["chance", "0", "0.37"] and cells == ["cells", "3", "2"]
@@ -458,3 +483,26 @@ def test_which_measure_page_names_who_passes_each_test(tmp_path, inputs):
     assert [" ".join(cell.split()) for cell in rows[2]] == ["SVCCA", "–", "–"]
     assert "seed specificity AUPRC: above chance: neuronsim; not above chance: linear CKA" in text
     assert "Not run on these models: prediction, because it needs at least three models fine-tuned" in text
+
+
+def test_every_finding_under_every_measure_on_the_main_page(tmp_path, inputs):
+    pages = _report(tmp_path, inputs)
+    page = pages["index"]
+    findings = page.split("<h2 id='findings'>")[1].split("<h2")[0]
+    text = html.unescape(re.sub(r"<[^>]+>", " ", findings))
+    assert "holds under 1 of 2 measures" in text
+    assert "Across measures: supported under linear_cka; contradicted under neuronsim." in " ".join(text.split())
+    section = page.split("<h2 id='by-measure'>")[1].split("<h2")[0]
+    header, *rows = _first_table(section)
+    assert header == ["claim", "linear CKA", "neuronsim†"]  # † : failed a grounding test here
+    assert [row[1:] for row in rows] == [["✓", "✗"]]  # the claim about function has no measure column
+    assert rows[0][0].startswith("Adjacent layers are more similar than distant ones")
+    words = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", section)).split())
+    assert ("linear CKA rates tiny-bert vs tiny-ft-s1 more alike than tiny-ft-s1 vs tiny-ft-s2 (by 0.190 "
+            "[0.180, 0.210]); neuronsim rates it less alike (by 0.240 [0.230, 0.250])") in words
+    assert "href='measures.html#agreement'" in section
+    measures = pages["measures"].split("<h2 id='agreement'>")[1]
+    assert measures.count("<img") == 1 and "Discordant orderings" in measures
+    agreement = _first_table(measures)
+    assert agreement[0] == ["dataset", "representation", "scope", "measures", "items", "Kendall τ_b", "Spearman ρ"]
+    assert agreement[1][3:] == ["linear CKA · neuronsim", "27", "0.60 [0.50, 0.70]", "0.60 [0.50, 0.70]"]

@@ -5,6 +5,7 @@ groups by design. The measures here are functions of two (n, d) arrays, so each 
 import numpy as np
 import pytest
 
+from reprsim.relations import recipe
 from reprsim.resampling import half_samples
 from reprsim.stages.grounding import measure_tests as mt
 from reprsim.stages.grounding import probes
@@ -142,9 +143,9 @@ def test_design_families_group_by_the_option_alone():
         "noise-s2": {**base, "seed": 2, "label_noise": {"fraction": 1.0}},
         "aug-s1": {**base, "seed": 1, "augment": {"rate": 1.0}},
     }
-    same = mt.recipe(specs["std-s1"], ("label_noise",))
-    assert mt.recipe(specs["noise-s1"], ("label_noise",)) == same != mt.recipe(specs["aug-s1"], ("label_noise",))
-    assert mt.recipe(specs["std-s1"]) == mt.recipe(specs["std-s2"]) != mt.recipe(specs["noise-s1"])
+    same = recipe(specs["std-s1"], ("label_noise",))
+    assert recipe(specs["noise-s1"], ("label_noise",)) == same != recipe(specs["aug-s1"], ("label_noise",))
+    assert recipe(specs["std-s1"]) == recipe(specs["std-s2"]) != recipe(specs["noise-s1"])
     assert [mt._option_value(specs[m], "label_noise") for m in ("std-s1", "noise-s2")] == [0.0, 1.0]
 
 

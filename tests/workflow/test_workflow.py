@@ -156,6 +156,16 @@ def test_findings_table(workflow):
     assert ((applicable["ci_low"] <= applicable["estimate"]) & (applicable["estimate"] <= applicable["ci_high"])).all()
     csv = pd.read_csv(tables / "findings.csv")
     assert list(csv["claim_id"]) == list(findings["claim_id"]) and list(csv["verdict"]) == list(findings["verdict"])
+    # every claim that reads the pair tables under each of the 7 measures, summarised in the findings table
+    by_measure = pd.read_parquet(tables / "findings_by_measure.parquet")
+    adjacent = by_measure[(by_measure["claim_id"] == "adjacent_layers") & (by_measure["representation"] == "mean")]
+    assert len(adjacent) == 7 and adjacent["measure"].is_unique
+    row = findings[(findings["claim_id"] == "adjacent_layers") & (findings["representation"] == "mean")].iloc[0]
+    assert row["holds_under"].endswith(" of 7") and row["across_measures"]
+    assert list(csv.columns) == list(findings.columns)
+    agreement = pd.read_parquet(tables / "measure_agreement.parquet")
+    assert len(agreement[(agreement["representation"] == "mean") & (agreement["scope"] == "cells")]) == 21 * 2
+    assert agreement["estimate"].between(-1, 1).all()
     rows = pd.read_parquet(workflow / "results" / "align" / "mean" / "tiny" / "tiny-bert-s0__tiny-gpt2.rows.parquet")
     assert set(rows["role"]) == {"score"} and (rows["sq_error"] >= 0).all() and (rows["target_sq"] > 0).all()
 
@@ -218,6 +228,10 @@ def grounding(predictions: int = 0, probes: int = 0) -> dict[str, int]:
             **({"deletion_probes": probes} if probes else {}), "measure_tests": 7, "measure_tests_table": 1}
 
 
+# the measures' agreement and its figure rerun whenever the pair tables change (tiny.yaml has 7 measures)
+AGREEMENT = {"measure_agreement": 1, "measure_agreement_figure": 1}
+
+
 def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
     summaries = {"model_distances": 1, "localization_scores": 1, "model_distance_figure": 1, "localization_figure": 1,
                  "model_summary_figure": 1}
@@ -225,7 +239,8 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
     stitching_figures = {"stitch_figure": 1, "stitching_figure": 1}  # one pair of fine-tuned seeds, one dataset
     assert jobs_after_edit(workflow, "src/reprsim/stages/report/figures.py") == {
         "pair_heatmap": N_PAIRS, **finetune_figures, "aligner_figure": 1, "model_distance_figure": 1,
-        "model_summary_figure": 1, "localization_figure": 1, **stitching_figures, "report": 1, "all": 1}
+        "model_summary_figure": 1, "localization_figure": 1, **stitching_figures, "measure_agreement_figure": 1,
+        "report": 1, "all": 1}
     # the fine-tuning code reruns the fine-tuned models and everything downstream of them, nothing else
     untouched_pairs = 6  # among minilm, tiny-bert-s0 and tiny-gpt2
     # the layer views' CLS-token pairs (representation cls): the base with itself, each seed with the base,
@@ -236,7 +251,8 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
         **finetune_figures, "model_terms": 2 * 2, "compare_pair": N_PAIRS - untouched_pairs + view_pairs,
         "pair_heatmap": N_PAIRS - untouched_pairs,
         "layer_injection": 1, "aggregate_pairs": 1, **summaries, "stitch": 4, "aggregate_stitching": 1,
-        **stitching_figures, "findings": 1, **grounding(predictions=2, probes=2), "report": 1, "all": 1}
+        **stitching_figures, "findings": 1, **AGREEMENT, **grounding(predictions=2, probes=2), "report": 1,
+        "all": 1}
 
 
 def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
@@ -269,7 +285,7 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
                     "pair_heatmap": 6,
                     "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
                     "model_distance_figure": 1, "localization_figure": 1, "model_summary_figure": 1, "findings": 1,
-                    "stitching_figure": 1, **grounding(probes=1), "report": 1,
+                    "stitching_figure": 1, **AGREEMENT, **grounding(probes=1), "report": 1,
                     "all": 1}  # the stitching figure's CKA panel reads the pair table
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
     assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 2 * 6  # tables and replicates
@@ -287,8 +303,8 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
         "compare_pair": 6 + 4, "pair_heatmap": 6,  # its 6 pairs, and its views' CLS pairs: base, itself, 2 siblings
         "layer_injection": 2, "stitch": 5, "aggregate_stitching": 1, "stitch_figure": 2, "stitching_figure": 1,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
-        "localization_figure": 1, "model_summary_figure": 1, "findings": 1, **grounding(predictions=1, probes=1),
-        "report": 1, "all": 1}
+        "localization_figure": 1, "model_summary_figure": 1, "findings": 1, **AGREEMENT,
+        **grounding(predictions=1, probes=1), "report": 1, "all": 1}
     planned = planned_outputs(output)
     assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
     assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))

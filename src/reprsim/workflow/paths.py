@@ -69,8 +69,16 @@ STITCHING_RESAMPLES = "results/tables/stitching_resamples.parquet"
 STITCH_FIGURE = "results/figures/stitching/{dataset}/{model_a}__{model_b}.png"
 STITCHING_FIGURE = "results/figures/summary/stitching/{dataset}.png"
 
+# a `source: hf` model's or dataset's download into the hub cache (local rule fetch_hub): what was fetched
+HUB_FETCH = "results/hub/{kind}/{name}.json"
+
 FINDINGS = "results/tables/findings.parquet"
 FINDINGS_CSV = "results/tables/findings.csv"
+# every claim under every measure; the measures' rank agreement; model pairs two measures order oppositely
+FINDINGS_BY_MEASURE = "results/tables/findings_by_measure.parquet"
+MEASURE_AGREEMENT = "results/tables/measure_agreement.parquet"
+DISCORDANCE = "results/tables/discordant_orderings.parquet"
+MEASURE_AGREEMENT_FIGURE = "results/figures/summary/measure_agreement.png"
 
 # the model × model summary per measure family, one figure per representation and dataset
 MODEL_SUMMARY_FIGURE = "results/figures/summary/model_summary/{representation}/{dataset}.png"
@@ -123,7 +131,10 @@ MADE_BY = {
     SYNTHETIC_TABLE: "synthetic_recovery", INJECTION_TABLE: "layer_injection",
     STITCH_TABLE: "stitch", STITCH_RESAMPLES: "stitch", STITCHING: "aggregate_stitching",
     STITCHING_RESAMPLES: "aggregate_stitching", STITCH_FIGURE: "stitch_figure", STITCHING_FIGURE: "stitching_figure",
-    FINDINGS: "findings", FINDINGS_CSV: "findings",
+    HUB_FETCH: "fetch_hub",
+    FINDINGS: "findings", FINDINGS_CSV: "findings", FINDINGS_BY_MEASURE: "findings",
+    MEASURE_AGREEMENT: "measure_agreement", DISCORDANCE: "measure_agreement",
+    MEASURE_AGREEMENT_FIGURE: "measure_agreement_figure",
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
     REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report",

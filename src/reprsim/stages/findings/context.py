@@ -37,6 +37,9 @@ class Setup:
     confidence: float = 0.95
     resamples: int = 100
     seed: int = 0
+    # the groups claim's model distance: Brown et al.'s arccos of CKA, or for another measure's similarity-oriented
+    # series the negated mean over matching layers (reprsim.stages.findings.by_measure)
+    model_distance: str = "arccos"
 
 
 def compared_pairs(pairs: pd.DataFrame) -> set[tuple[str, str]]:

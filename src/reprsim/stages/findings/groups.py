@@ -3,14 +3,16 @@ to each other than to models of other groups, in Brown et al.'s (2023) arccos-CK
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from reprsim.layers import layer_pairs, model_depths
+from reprsim.relations import groups
 from reprsim.resampling import interval
 from reprsim.stages.findings.cells import cell, replicate_method, select
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
-from reprsim.stages.findings.relations import groups
 from reprsim.stages.findings.table import Claim, judged, not_applicable
 
 GROUPS = Claim(
@@ -28,6 +30,14 @@ def model_distance_rms(values: np.ndarray) -> np.ndarray:
     angles = np.arccos(np.clip(values, -1.0, 1.0)) ** 2
     with np.errstate(invalid="ignore"):
         return np.sqrt(np.nanmean(angles, axis=1)) if values.shape[1] else np.full(len(values), np.nan)
+
+
+def negated_mean(values: np.ndarray) -> np.ndarray:
+    """values (k, layers) of a similarity-oriented series at matching layers -> (k,) minus their mean (NaN layers
+    left out): the model distance of a measure without an angle (reprsim.stages.findings.by_measure)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return -np.nanmean(values, axis=1) if values.shape[1] else np.full(len(values), np.nan)
 
 
 def groups_closer_within(tables: Tables, setup: Setup) -> list[dict]:
@@ -55,8 +65,10 @@ def groups_closer_within(tables: Tables, setup: Setup) -> list[dict]:
         for key in layers:  # undefined layers (constant rows) are left out of the sum, as in model_distances
             layers[key] = cells.positions(cells.defined(layers[key]))
 
+        model_distance = model_distance_rms if setup.model_distance == "arccos" else negated_mean
+
         def statistic(values: np.ndarray) -> np.ndarray:
-            distance = {key: model_distance_rms(values[:, positions]) for key, positions in layers.items()}
+            distance = {key: model_distance(values[:, positions]) for key, positions in layers.items()}
             return (np.mean([distance[k] for k in between], axis=0)
                     - np.mean([distance[k] for k in within], axis=0))
 
@@ -64,7 +76,9 @@ def groups_closer_within(tables: Tables, setup: Setup) -> list[dict]:
         low, high = interval(estimate, statistic(cells.replicates), cells.n, cells.m, setup.confidence)
         named = sorted({tuple(sorted(group_of[m] & set(present))) for m in present})
         models = " | ".join("{" + ", ".join(group) + "}" for group in named)
-        method = (f"{len(within)} model pairs within and {len(between)} between {len(named)} groups; "
+        method = (f"{len(within)} model pairs within and {len(between)} between {len(named)} groups"
+                  + ("" if setup.model_distance == "arccos" else
+                     " (model distance: minus the mean over matching layers, not the arccos of CKA)") + "; "
                   + replicate_method(cells))
         rows.append(judged(GROUPS, estimate=estimate, low=low, high=high, n=cells.n, models=models,
                            measure=setup.measure, method=method, confidence=setup.confidence,

@@ -9,10 +9,10 @@ import pandas as pd
 
 from reprsim.blocks import block_structure
 from reprsim.layers import model_depths
+from reprsim.relations import finetuned_from
 from reprsim.stages.findings.cells import Cells, cell, mean_of_units, select
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
-from reprsim.stages.findings.relations import finetuned_from
 from reprsim.stages.findings.table import Claim, judged, not_applicable
 
 TWO_BLOCKS = Claim(

@@ -37,14 +37,13 @@ from reprsim.io.datasets import read_meta
 from reprsim.io.store import open_store, split_examples
 from reprsim.measure_registry import MEASURES
 from reprsim.metrics import api
+from reprsim.relations import recipe
 from reprsim.resampling import half_samples, interval, subsample_size
 from reprsim.stages.grounding import probes as probes_module
 from reprsim.stages.grounding import scores
 from reprsim.stages.grounding.setup import TESTS, Setup
 
 DESIGN_OPTIONS = ("label_noise", "shortcut", "augment")  # the fine-tuning options that make groups by design
-# a model's recipe is its spec without these: seed siblings share everything else
-NOT_RECIPE = ("seed", "seeds")
 
 COLUMNS = ["measure", "measure_name", "test", "variant", "score", "ci_low", "ci_high", "chance", "units",
            "higher_is_better", "beyond_chance", "n_rows", "n_items", "detail"]
@@ -81,12 +80,6 @@ def _by_width(representations: list[np.ndarray]) -> dict[int, np.ndarray]:
     for index, rows in enumerate(representations):
         widths.setdefault(rows.shape[-1], []).append(index)
     return {width: np.array(indices) for width, indices in widths.items()}
-
-
-def recipe(spec: Mapping, without: tuple[str, ...] = ()) -> str:
-    """A model's recipe: its spec but the seed (and `without`), as a canonical string."""
-    kept = {key: value for key, value in spec.items() if key not in NOT_RECIPE + without}
-    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def _option_value(spec: Mapping, option: str):

@@ -4,6 +4,7 @@ stores and the dataset; imports no measure, so a measure's edit reruns no probe.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,16 @@ from reprsim.stages.grounding import scores
 
 
 def layers(path: str | Path, representation: str, split: str) -> np.ndarray:
-    """A model's pooled layers (L, n, d) on `split`, float64."""
-    return pooled_rows(open_store(path), representation, split).astype(np.float64)
+    """A model's pooled layers (L, n, d) on `split`, float64, read once per process (several tests read the same
+    model; the array is read-only)."""
+    return _read_layers(str(path), representation, split)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_layers(path: str, representation: str, split: str) -> np.ndarray:
+    rows = pooled_rows(open_store(path), representation, split).astype(np.float64)
+    rows.flags.writeable = False
+    return rows
 
 
 # `setup` below is a reprsim.stages.grounding.measure_tests.Setup (its stores, dataset, splits, deletion layers, probe)

@@ -878,6 +878,59 @@ def _cka_panel(ax, rows: pd.DataFrame, label: str, depth: dict[str, int], relati
     ax.legend(fontsize=6.5)
 
 
+def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dict[str, str] | None = None) -> None:
+    """Kendall τ_b between every two measures, one measure × measure matrix per dataset, representation and scope
+    (every compared cell; model pairs at matching layers), each cell with its value; a cell whose interval
+    contains 0 hatched (the two measures' orders are not shown to be related)."""
+    table = tables["table"]
+    table = table[table["statistic"] == "kendall_tau_b"]
+    keys = list(table.groupby(["dataset", "representation", "scope"], sort=False).groups)
+    if not keys:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.text(0.5, 0.5, "fewer than two measures per representation: no agreement to show", ha="center",
+                va="center")
+        ax.set_axis_off()
+        _save(fig, out_path)
+        return
+    cmap = plt.get_cmap("RdBu")
+    from matplotlib.colors import Normalize
+    norm = Normalize(-1, 1)
+    size = len(set(table["measure_x"]) | set(table["measure_y"]))
+    side = 1.2 + 0.55 * size
+    fig, axes = plt.subplots(1, len(keys), figsize=(side * len(keys) + 1.2, side + 0.9), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        rows = table.set_index(["dataset", "representation", "scope"]).loc[key].reset_index()
+        labels = _measure_order(list(dict.fromkeys([*rows["measure_x"], *rows["measure_y"]])), measures)
+        index = {label: i for i, label in enumerate(labels)}
+        matrix = np.eye(len(labels))
+        hatched = []
+        for row in rows.itertuples():
+            i, j = index[row.measure_x], index[row.measure_y]
+            matrix[i, j] = matrix[j, i] = row.estimate
+            if not (row.ci_low > 0 or row.ci_high < 0):
+                hatched += [(i, j), (j, i)]
+        image = ax.imshow(matrix, cmap=cmap, norm=norm)
+        for (i, j), value in np.ndenumerate(matrix):
+            if i != j:
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color=_text_colour(cmap, norm, value))
+        for i, j in hatched:
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, **CHANCE_HATCH))
+        names = [MEASURE_LABELS.get(label, label) for label in labels]
+        ax.set_xticks(range(len(labels)), names, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(len(labels)), names, fontsize=7)
+        dataset, representation, scope = key
+        items = int(rows["n_items"].max())
+        what = "every compared cell (model pair × layer pair)" if scope == "cells" else "model pairs (mean over " \
+            "matching layers)"
+        ax.set_title(f"{dataset}, {representation_text(representation)}:\n{what}, {items} items", fontsize=8)
+    fig.colorbar(image, ax=list(axes[0]), label="Kendall τ_b between the two measures' values", fraction=0.03,
+                 pad=0.02)
+    fig.suptitle("Do the measures order the same things alike? (1 = same order, 0 = unrelated, −1 = reversed; "
+                 "hatched: the interval contains 0)", fontsize=9)
+    _save(fig, out_path)
+
+
 FIGURES = {
     "heatmap": pair_heatmaps,
     "model_summary": model_summary_figure,
@@ -891,6 +944,7 @@ FIGURES = {
     "attention_layers": attention_layers,
     "stitch_penalties": stitch_penalties,
     "stitching_summary": stitching_summary,
+    "measure_agreement": measure_agreement_figure,
 }
 
 

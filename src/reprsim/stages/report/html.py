@@ -85,6 +85,10 @@ class ReportInputs:
     stitching_figures: Paths = ()  # per dataset: identity stitching beside CKA
     attention_measures: Mapping[str, str] = field(default_factory=dict)  # attention label -> measure
     measure_tests: Paths = ()  # results/tables/measure_tests.parquet: which measure to believe
+    findings_by_measure: Paths = ()  # every claim under every measure (the findings stage)
+    measure_agreement: Paths = ()  # every two measures' rank agreement
+    discordance: Paths = ()  # model pairs two measures order oppositely
+    measure_agreement_figure: Paths = ()
     grounding_tests: tuple[str, ...] = ()  # the tests grounding.tests asked for
 
     @classmethod
@@ -334,13 +338,13 @@ def header(inputs: ReportInputs) -> list[str]:
     return parts
 
 
-MAIN_SECTIONS_TOC = [("findings", "Findings"), ("summary", "Model × model summary per measure family"),
+MAIN_SECTIONS_TOC = [("findings", "Findings"), ("by-measure", "Every finding under every measure"), ("summary", "Model × model summary per measure family"),
                      ("distance", "Model distance and clustering"), ("provenance", "Provenance")]
 
 
 def contents(inputs: ReportInputs) -> list[str]:
     """Table of contents: the sections of this page, then the detail pages."""
-    present = {"findings": bool(inputs.findings), "summary": bool(inputs.model_summary_figures),
+    present = {"findings": bool(inputs.findings), "by-measure": bool(inputs.findings_by_measure), "summary": bool(inputs.model_summary_figures),
                "distance": bool(inputs.model_distance_figure or inputs.model_distances),
                "provenance": bool(inputs.datasets or inputs.models or inputs.stores)}
     items = [f"<li><a href='#{anchor}'>{text}</a></li>" for anchor, text in MAIN_SECTIONS_TOC if present[anchor]]
@@ -381,10 +385,16 @@ def findings(inputs: ReportInputs) -> list[str]:
         if reference != "–" and isinstance(kind, str) and kind not in ("", "zero"):
             reference += f" ({kind})"
         n = row.get("n")
+        # a claim more than one measure could test: how many support it, and where it holds and fails
+        holds = row.get("holds_under") if isinstance(row.get("holds_under"), str) else ""
+        several = bool(holds) and not holds.endswith(" of 1")
+        across = html.escape(row["across_measures"] if isinstance(row.get("across_measures"), str) else "")
         body.append(
             f"<tr class='{css}'><td><span class='verdict {css}'>{html.escape(VERDICTS.get(verdict, verdict))}</span>"
-            f"</td><td class='claim'>{html.escape(str(row.get('claim', '')))}"
-            f"<div class='sub'>{html.escape(str(row.get('source', '')))}</div></td>"
+            + (f"<div class='sub'>holds under {html.escape(holds)} measures</div>" if several else "")
+            + f"</td><td class='claim'>{html.escape(str(row.get('claim', '')))}"
+            f"<div class='sub'>{html.escape(str(row.get('source', '')))}</div>"
+            + (f"<div class='sub across'>Across measures: {across}.</div>" if several and across else "") + "</td>"
             f"<td class='statistic'>{html.escape(str(row.get('statistic', '')))}"
             f"<div class='sub'>{html.escape(rests_on)}</div></td>"
             f"<td class='num'>{html.escape(_with_interval(row.get('estimate'), row.get('ci_low'), row.get('ci_high')))}"
@@ -881,6 +891,112 @@ WHY_LEFT_OUT = {
 }
 
 
+BADGES = {"supported": "✓", "contradicted": "✗", "inconclusive": "?", "not applicable": "–"}
+
+
+def _discordance_sentence(row) -> str:
+    """One discordant ordering in words, both differences with their intervals."""
+    def side(label: str, difference: float, low: float, high: float) -> str:
+        more = "more" if difference > 0 else "less"
+        return (f"{_measure_name(label)} rates {row.pair_1} {more} alike than {row.pair_2} (by "
+                f"{_with_interval(abs(difference), *sorted((abs(low), abs(high))))})")
+    return (side(row.measure_x, row.difference_x, row.x_low, row.x_high) + "; "
+            + side(row.measure_y, row.difference_y, row.y_low, row.y_high).replace(f" {row.pair_1} ", " it ", 1)
+            .replace(f" than {row.pair_2} ", " ", 1))
+
+
+def by_measure(inputs: ReportInputs) -> list[str]:
+    """The claim × measure matrix of verdict badges (claims more than one measure could test), and the
+    strongest discordant orderings in words."""
+    if not inputs.findings_by_measure:
+        return []
+    table = read_tables(inputs.findings_by_measure)
+    table = table[table["family"] != ""]  # the pair-table measures (claims about function have none)
+    parts = ["<h2 id='by-measure'>Every finding under every measure</h2>", *_paragraphs("findings_by_measure")]
+    if table.empty:
+        return [*parts, "<p>No claim here reads the similarity measures.</p>"]
+    labels = list(dict.fromkeys(inputs.measures)) or list(dict.fromkeys(table["measure"]))
+    labels = [label for label in labels if label in set(table["measure"])]
+    doubtful = set(table.loc[table["grounding_failed"] != "", "measure"])
+    head = "".join(f"<th>{html.escape(_measure_name(label))}{'†' if label in doubtful else ''}</th>"
+                   for label in labels)
+    body = []
+    for (claim, representation), rows in table.groupby(["claim", "representation"], sort=False):
+        verdicts = dict(zip(rows["measure"], rows["verdict"]))
+        if all(v == "not applicable" for v in verdicts.values()):
+            continue
+        estimates = {r.measure: _with_interval(r.estimate, r.ci_low, r.ci_high) for r in rows.itertuples()}
+        cells = "".join(
+            f"<td title='{html.escape(estimates.get(label, ''))}'><span class='verdict "
+            f"{re.sub(r'[^a-z]+', '-', verdicts.get(label, 'not applicable'))}'>"
+            f"{BADGES.get(verdicts.get(label, 'not applicable'), '–')}</span></td>" for label in labels)
+        body.append(f"<tr><td class='claim'>{html.escape(claim)}<div class='sub'>"
+                    f"{html.escape(representation_text(representation))}</div></td>{cells}</tr>")
+    parts.append(f"<table class='matrix'><thead><tr><th>claim</th>{head}</tr></thead><tbody>{''.join(body)}"
+                 "</tbody></table>")
+    note = ("✓ supported, ✗ contradicted, ? inconclusive, – not applicable (each measure's own interval; hover a "
+            "badge for its estimate).")
+    if doubtful:
+        note += " †: the measure failed a grounding test in this configuration (see " + (
+            _link(inputs, "measures", "Which measure?") or "the measures page") + ")."
+    parts.append(f"<p class='caption'>{note}</p>")
+    if inputs.discordance:
+        discordant = read_tables(inputs.discordance)
+        if len(discordant):
+            shown = discordant.sort_values("strength", ascending=False).head(3)
+            parts.append(f"<p><b>Where the measures disagree</b> ({len(discordant)} orderings of two model pairs "
+                         "that two measures reverse, both intervals excluding 0; the strongest):</p><ul>")
+            parts += [f"<li>{html.escape(_discordance_sentence(row))}.</li>" for row in shown.itertuples()]
+            parts.append("</ul>")
+            more = _link(inputs, "measures", "Which measure?", "agreement")
+            if more:
+                parts.append(f"<p class='more'>Every pair of measures' agreement and every discordant ordering: "
+                             f"{more}.</p>")
+        else:
+            parts.append("<p>No two measures order two model pairs oppositely with both intervals excluding 0.</p>")
+    return parts
+
+
+def agreement_section(inputs: ReportInputs) -> list[str]:
+    """The measures' rank agreement (figure and table) and every discordant ordering (the strongest first)."""
+    if not inputs.measure_agreement:
+        return []
+    parts = ["<h2 id='agreement'>Do the measures agree?</h2>", *_paragraphs("measure_agreement")]
+    for path in inputs.measure_agreement_figure:
+        rows = _rows_compared(inputs) or "n in the pair tables"
+        parts.append(_image(path, f"Kendall τ_b between every two measures ({rows}); chance: 0 (unrelated "
+                                  "orders); hatched: the interval contains 0.", alt="measure × measure rank agreement", wide=True))
+    table = read_tables(inputs.measure_agreement)
+    if len(table):
+        shown = []
+        for row in table[table["statistic"] == "kendall_tau_b"].itertuples():
+            spearman = table[(table["scope"] == row.scope) & (table["measure_x"] == row.measure_x) &
+                             (table["measure_y"] == row.measure_y) & (table["statistic"] == "spearman_rho") &
+                             (table["dataset"] == row.dataset) & (table["representation"] == row.representation)]
+            shown.append({"dataset": row.dataset, "representation": representation_text(row.representation),
+                          "scope": row.scope, "measures": f"{_measure_name(row.measure_x)} · "
+                                                          f"{_measure_name(row.measure_y)}",
+                          "items": int(row.n_items),
+                          "Kendall τ_b": _with_interval(row.estimate, row.ci_low, row.ci_high),
+                          "Spearman ρ": (_with_interval(*spearman[["estimate", "ci_low", "ci_high"]].iloc[0])
+                                         if len(spearman) else "–")})
+        parts.append(f"<details><summary>every pair of measures ({len(shown)} rows, "
+                     f"{inputs.confidence:.0%} intervals)</summary>{_table(pd.DataFrame(shown))}</details>")
+    if inputs.discordance:
+        discordant = read_tables(inputs.discordance)
+        parts.append(f"<h3>Discordant orderings <span class='sub'>{len(discordant)} in all</span></h3>")
+        if len(discordant):
+            parts.append("<ul>" + "".join(f"<li>{html.escape(_discordance_sentence(row))}.</li>"
+                                          for row in discordant.head(15).itertuples()) + "</ul>")
+            if len(discordant) > 15:
+                parts.append(f"<p class='more'>The {len(discordant) - 15} others: "
+                             "results/tables/discordant_orderings.parquet.</p>")
+        else:
+            parts.append("<p>None: no two measures order two model pairs oppositely with both intervals "
+                         "excluding 0.</p>")
+    return parts
+
+
 def _test_name(test: str, variant: str) -> str:
     return TEST_NAMES.get((test, variant), f"{test} {variant}")
 
@@ -888,6 +1004,8 @@ def _test_name(test: str, variant: str) -> str:
 def which_measure(inputs: ReportInputs) -> list[str]:
     """The measure × test matrix (score [interval], rank), and for each test the measures whose interval is above
     its chance level and those whose interval is not; tests that could not run, and why."""
+    if not inputs.measure_tests:
+        return []
     table = pd.read_parquet(inputs.measure_tests[0])
     parts = ["<h2 id='which-measure'>Every measure on every test these models allow</h2>", *_paragraphs("measure_tests")]
     if table.empty:
@@ -955,7 +1073,7 @@ class Page:
 
 PAGES: dict[str, Page] = {
     "index": Page("Summary", "findings, model × model summaries, model distances",
-                  (header, contents, findings, model_summary, model_distance, provenance), ()),  # always written
+                  (header, contents, findings, by_measure, model_summary, model_distance, provenance), ()),  # always written
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "
                   "pair as a table with warnings, localization",
@@ -972,8 +1090,9 @@ PAGES: dict[str, Page] = {
                                    "pair and layer, identity stitching beside CKA, the asymmetry between directions",
                       (stitching_section,), ("stitching", "stitch_figures", "stitching_figures")),
     "measures": Page("Which measure?", "each measure's scores on tests of sensitivity and specificity (Ding et al. "
-                                       "2021; ReSi): which measures to believe on these models",
-                     (which_measure,), ("measure_tests",)),
+                                       "2021; ReSi): which measures to believe on these models; how far the "
+                                       "measures agree, and the model pairs they order oppositely",
+                     (which_measure, agreement_section), ("measure_tests", "measure_agreement")),
 }
 
 STYLE = """
@@ -1002,6 +1121,11 @@ table.findings td.reason summary { font-size: 0.75rem; }
 .verdict.contradicted { background: #f8d3d0; color: #8a1a12; }
 .verdict.inconclusive { background: #fcebc4; color: #7a5300; }
 .verdict.not-applicable { background: #eee; color: #666; }
+table.matrix { border-collapse: collapse; font-size: 0.82rem; margin: 0.4rem 0 0.6rem; }
+table.matrix th { font-weight: 600; padding: 0.2rem 0.45rem; border-bottom: 2px solid #999; text-align: center; }
+table.matrix td { padding: 0.2rem 0.45rem; border-bottom: 1px solid #ddd; text-align: center; }
+table.matrix td.claim { text-align: left; max-width: 26rem; }
+.sub.across { color: #333; }
 tr.not-applicable td { color: #777; }
 .tally { font-weight: 600; }
 .grid { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }

@@ -1,15 +1,20 @@
 """How the configured models are related, from their specs (config `models`, after validation):
-seed siblings, each fine-tuned model's base, and groups of related models."""
+recipes, seed siblings, each fine-tuned model's base, and groups of related models. Torch-free: the
+workflow's rules use it when the DAG is built."""
 
 from __future__ import annotations
 
+import json
 from typing import Mapping
 
 Specs = Mapping[str, Mapping]
 
 
-def _recipe(spec: Mapping) -> dict:
-    return {key: value for key, value in spec.items() if key != "seed"}
+def recipe(spec: Mapping, without: tuple[str, ...] = ()) -> str:
+    """A model's recipe: its spec but the seed (and the keys `without`), as canonical JSON. Models with equal
+    recipes and different seeds are seed siblings."""
+    return json.dumps({key: value for key, value in spec.items() if key not in ("seed", "seeds", *without)},
+                      sort_keys=True, default=str)
 
 
 def seed_pairs(specs: Specs) -> list[tuple[str, str]]:
@@ -18,7 +23,7 @@ def seed_pairs(specs: Specs) -> list[tuple[str, str]]:
     (hub, local, package) have no seed siblings."""
     seeded = sorted(name for name, spec in specs.items() if "seed" in spec)
     return [(a, b) for i, a in enumerate(seeded) for b in seeded[i + 1:]
-            if _recipe(specs[a]) == _recipe(specs[b]) and specs[a]["seed"] != specs[b]["seed"]]
+            if recipe(specs[a]) == recipe(specs[b]) and specs[a]["seed"] != specs[b]["seed"]]
 
 
 def finetuned_from(specs: Specs) -> dict[str, str]:
