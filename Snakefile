@@ -32,6 +32,7 @@ report: "src/reprsim/stages/report/captions/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/resources.smk"
+include: "rules/hub.smk"
 include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/finetune.smk"

@@ -7,6 +7,7 @@ import re
 from itertools import combinations_with_replacement
 
 from reprsim.config import first_label
+from reprsim.relations import recipe
 from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
 from reprsim.workflow.codedeps import code_dependencies
@@ -49,6 +50,14 @@ INJECTION_PAIRS = [
 def _one_of(names):
     # An empty alternation would match everything; (?!) matches nothing.
     return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+# A job Snakemake runs in another process than its own (submitted to a cluster: `--mode remote`, or a job step)
+# never touches the network: compute nodes often have no route out, and every hub download is a local rule of the
+# main process (rules/hub.smk). Its libraries then read the hub cache alone; the local rules keep the user's setting.
+if not workflow.is_main_process:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 
 wildcard_constraints:
@@ -107,10 +116,7 @@ PAIRS_OF = {r: unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None e
 
 def siblings(model):
     """Models fine-tuned exactly like `model` (same base, data, settings) but from another seed."""
-    def recipe(name):
-        return {k: v for k, v in config["models"][name].items() if k != "seed"}
-
-    return [m for m in FINETUNED if m != model and recipe(m) == recipe(model)]
+    return [m for m in FINETUNED if m != model and recipe(config["models"][m]) == recipe(config["models"][model])]
 
 
 # Layer views (finetune_eval.layer_views; Phang et al. 2021, §3): CLS-token linear CKA between the layers of a

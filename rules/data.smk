@@ -19,6 +19,7 @@ def dataset_files(wildcards):
 rule prepare_dataset:
     input:
         files=dataset_files,
+        fetched=lambda wildcards: hub_fetched("dataset", wildcards.dataset),
         code=code("prepare_dataset"),
     output:
         dataset=directory(paths.DATASET),

@@ -8,8 +8,11 @@ def model_spec(wildcards):
 
 
 def materialize_inputs(wildcards):
-    """A random model's tokenizer: the model it borrows it from, or the dataset it is trained on."""
+    """A random model's tokenizer: the model it borrows it from, or the dataset it is trained on; a hub model's
+    download (rule fetch_hub)."""
     spec = config["models"][wildcards.model]
+    if spec["source"] == "hf":
+        return {"fetched": hub_fetched("model", wildcards.model)}
     if spec["source"] != "init":
         return {}
     if isinstance(spec["tokenizer"], dict):

@@ -127,6 +127,36 @@ def _metric(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    """Every `source: hf` model and dataset of a config into the hub cache (a login node, before a cluster study)."""
+    from reprsim.io.hub import NotCached, cache_dir, fetch_model, hub_specs
+    from reprsim.stages.data.hub import fetch_dataset
+    from reprsim.stages.data.validate import DatasetError
+
+    try:
+        config = validate_config(load_yaml(args.config))
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    wanted = hub_specs(config)
+    if not wanted:
+        print(f"{args.config}: no `source: hf` model or dataset; nothing to fetch")
+        return 0
+    total, failed = 0, 0
+    for kind, name, spec in wanted:
+        try:
+            fetched = (fetch_model if kind == "model" else fetch_dataset)(name, spec)
+        except (NotCached, DatasetError) as error:
+            print(error, file=sys.stderr)
+            failed += 1
+            continue
+        total += fetched["bytes"]
+        print(f"{kind:8} {name:24} {spec['id']} @ {fetched['commit'][:12]}  {fetched['files']:4} files  "
+              f"{fetched['bytes'] / 1e6:10.1f} MB", flush=True)
+    print(f"{len(wanted) - failed} of {len(wanted)} fetched, {total / 1e9:.2f} GB, into {cache_dir()}")
+    return 1 if failed else 0
+
+
 def _measures(args: argparse.Namespace) -> int:
     from reprsim.metrics import catalogue
 
@@ -164,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     metric.add_argument("--param", action="append", default=[], type=_parse_param, metavar="KEY=VALUE",
                         help="measure parameter (repeatable), e.g. --param estimator=unbiased")
     metric.set_defaults(run=_metric)
+    fetch = commands.add_parser("fetch", help="download every `source: hf` model and dataset of a config into the "
+                                "Hugging Face cache, with sizes (run it where the network is, e.g. a login node)")
+    fetch.add_argument("config", help="YAML configuration file")
+    fetch.set_defaults(run=_fetch)
     measures = commands.add_parser("measures", help="every similarity measure with its declared properties "
                                    "(kind, range, symmetry, invariances, rows needed, cost)")
     measures.add_argument("--markdown", action="store_true", help="the docs page (docs/measures.md) instead")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -24,8 +25,8 @@ from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.stitching import stitching_problems
 
 # load_yaml and SCHEMA_PATH too: the CLI and the tests read configs through this module
-__all__ = ["SCHEMA_PATH", "ConfigError", "SampleSizeWarning", "architecture_fields", "first_label", "load_yaml",
-           "sample_size_warnings", "validate_config"]
+__all__ = ["SCHEMA_PATH", "ConfigError", "SampleSizeWarning", "architecture_fields", "first_label", "hub_spec_errors",
+           "load_yaml", "sample_size_warnings", "validate_config"]
 
 
 class ConfigError(ValueError):
@@ -109,6 +110,52 @@ def _schema_errors(config: dict, schema: dict) -> Iterator[str]:
             )
             continue
         yield _explain(error)
+
+
+# A hub revision: a branch, tag, refs/... name (refs/convert/parquet, refs/pr/3) or commit, as git allows a ref
+# name; above all no whitespace and no '..', since the hub cache keeps a ref at refs/<revision>.
+REVISION_REFUSED = re.compile(r"\s|\.\.|//|^/|/$|[~^:?*\[\\]")
+HUB_SPLIT = re.compile(r"\w+(\.\w+)*")      # the hub's (and the datasets library's) split names
+CONFIG_REFUSED = re.compile(r"[<>:/\\|?*]|^\s|\s$|^\.{1,2}$")   # the datasets library's, and no '.', '..'
+
+
+def hub_spec_errors(key: str, spec: dict) -> Iterator[str]:
+    """What is wrong with the hub keys of one `source: hf` model or dataset (`key`: models.NAME or
+    datasets.NAME): id a hub repo id (huggingface_hub.utils.validate_repo_id), revision a ref name or commit,
+    a dataset's config and split names as the hub allows them. Values of the wrong type are the schema's."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    repo_id = spec.get("id")
+    if isinstance(repo_id, str):
+        try:
+            validate_repo_id(repo_id)
+        except HFValidationError as error:
+            yield (f"key '{key}.id' is {repo_id!r}, which is not a hub repo id ({error}); give 'name' or 'org/name' "
+                   "as on huggingface.co (letters, digits, '-', '_', '.'; no '--' or '..'); files on disk are a "
+                   f"source: local {'model' if key.startswith('models.') else 'dataset'}")
+    revision = spec.get("revision")
+    if isinstance(revision, str) and (not revision or REVISION_REFUSED.search(revision)):
+        yield (f"key '{key}.revision' is {revision!r}; give a branch, tag or commit of the repo (main, v1.0, "
+               "refs/convert/parquet, a 40-hex commit): no whitespace, no '..', no leading or trailing '/', "
+               "none of ~^:?*[\\, or leave it out (main)")
+    config = spec.get("config")
+    if isinstance(config, str) and (not config or CONFIG_REFUSED.search(config)):
+        yield (f"key '{key}.config' is {config!r}; give a config name of the dataset (none of <>:/\\|?*, no "
+               "surrounding whitespace), or leave it out (its default config)")
+    splits = spec.get("splits")
+    for ours, theirs in (splits.items() if isinstance(splits, dict) else []):
+        if isinstance(theirs, str) and not HUB_SPLIT.fullmatch(theirs):
+            yield (f"key '{key}.splits.{ours}' is {theirs!r}, which is not a hub split name (letters, digits and "
+                   "'_', parts joined by '.', e.g. validation_matched)")
+
+
+def _hub_errors(config: dict) -> Iterator[str]:
+    """hub_spec_errors of every `source: hf` model and dataset."""
+    for section in ("models", "datasets"):
+        entries = config.get(section)
+        for name, spec in (entries.items() if isinstance(entries, dict) else []):
+            if isinstance(spec, dict) and spec.get("source") == "hf":
+                yield from hub_spec_errors(f"{section}.{name}", spec)
 
 
 def _reference_errors(config: dict, distance_named: bool, written: dict[str, str]) -> Iterator[str]:
@@ -502,7 +549,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
         with_defaults(validators.validator_for(schema))(schema).validate(config)
     except jsonschema.ValidationError:
         pass  # defaults are filled as far as possible; errors are reported below
-    problems = list(dict.fromkeys(_schema_errors(config, schema)))
+    problems = list(dict.fromkeys([*_schema_errors(config, schema), *_hub_errors(config)]))
     written: dict[str, str] = {}
     if not problems:  # the seeds of one model refer alike: each problem once
         problems = list(dict.fromkeys(_expand_seeds(config, written)))

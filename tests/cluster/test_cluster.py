@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 from conftest import REPO, TINY, copy_workflow, snakemake
 
 from reprsim.io.device import resolve_device
@@ -159,6 +160,33 @@ def test_snakemake_loads_the_profile_and_assigns_partitions(tmp_path):
             assert job["resources"]["slurm_partition"] == "cpu" and "gpu" not in job["resources"], job
         assert job["group"] == groups.get(job["rule"]), job  # pairwise jobs and figures batched
         assert job["resources"]["runtime"] == "<TBD>" or int(job["resources"]["runtime"]) > 0
+
+
+def test_hub_downloads_are_local_jobs_under_the_profile(tmp_path):
+    """Compute nodes often have no network: a `source: hf` model's and dataset's downloads are local rules of
+    the submitting host (rules/hub.smk), the jobs that read them are submitted."""
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason=NO_PLUGIN)
+    root = copy_workflow(tmp_path / "workflow")
+    config = yaml.safe_load(TINY.read_text())
+    config["models"]["hub-bert"] = {"source": "hf", "id": "google/bert_uncased_L-2_H-128_A-2",
+                                    "revision": "30b0a37ccaaa32f332884b96992754e246e48c5f"}
+    config["datasets"]["hub-sst2"] = {"source": "hf", "id": "nyu-mll/glue", "config": "sst2",
+                                      "splits": {"train": "train", "validation": "validation"},
+                                      "columns": {"text": "sentence", "label": "label"}}
+    config["extraction"]["datasets"] = ["tiny"]
+    (root / "hub.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory", str(root),
+               "--workflow-profile", str(root / "profiles" / "slurm"), "--configfile", "hub.yaml", "--dry-run"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=site_environment())
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    # Snakemake 9 prints no local/submitted mark in a dry run ("we don't know how the user wants to execute"):
+    # the dry run shows one download per hub source ahead of the jobs that read it; that it runs on this host is
+    # shown by running it (test_hub_download_runs_on_the_submitting_host)
+    jobs = dry_run_jobs(output)
+    assert [job["rule"] for job in jobs].count("fetch_hub") == 2
+    assert {"materialize_model", "prepare_dataset"} <= {job["rule"] for job in jobs}
+    assert "results/hub/model/hub-bert.json" in output and "results/hub/dataset/hub-sst2.json" in output
 
 
 # ----------------------------------------------------------------- device selection in jobs
@@ -290,6 +318,45 @@ def cluster_run(slurm, tmp_path_factory):
     print(f"\ncluster run of the tiny configuration: {time.monotonic() - started:.1f} s")
     run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
     return root, run_id, cancelled, output
+
+
+@pytest.mark.cluster
+def test_hub_download_runs_on_the_submitting_host(slurm, tmp_path):
+    """A `source: hf` model under the SLURM profile: its download is a local job of the submitting Snakemake
+    (here offline, reading a hub cache a login node filled), the model job is submitted and reads the same cache."""
+    from stage.test_hub_offline import BERT_COMMIT, BERT_TAG, build_cache
+
+    hub = build_cache(tmp_path / "hf")
+    root = copy_workflow(tmp_path / "workflow")
+    config = yaml.safe_load(TINY.read_text())
+    config["models"]["hub-bert"] = {"source": "hf", "id": "testorg/tiny-bert", "revision": BERT_TAG}
+    (root / "hub.yaml").write_text(yaml.safe_dump(config))
+    env = {**site_environment(), "HF_HOME": str(hub.parent), "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory", str(root),
+               "--workflow-profile", str(root / "profiles" / "slurm"), "--configfile", "hub.yaml",
+               "--slurm-init-seconds-before-status-checks", "2", "results/models/hub-bert"]
+    result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert re.search(r"^localrule fetch_hub:", output, re.M) and re.search(r"^rule materialize_model:", output, re.M)
+    fetched = json.loads((root / "results" / "hub" / "model" / "hub-bert.json").read_text())
+    assert fetched["commit"] == BERT_COMMIT and fetched["files"] >= 4 and fetched["bytes"] > 0
+    submitted = slurm_jobs(re.search(r"SLURM run ID: (\S+)", output).group(1))
+    assert [job_rules(job["Comment"])[1] for job in submitted] == [["materialize_model"]], submitted
+    meta = json.loads((root / "results" / "models" / "hub-bert" / "meta.json").read_text())
+    assert meta["origin"] == "testorg/tiny-bert" and meta["n_layers"] == 2
+
+
+@pytest.mark.cluster
+def test_submitted_jobs_read_the_hub_cache_offline(cluster_run):
+    """Every job SLURM ran has the hub's offline switches set (rules/common.smk); its log says so first."""
+    root, _, _, _ = cluster_run
+    logs = sorted((root / "results" / "logs").rglob("*.log"))
+    assert len(logs) > 20
+    for log in logs:
+        first = log.read_text().splitlines()[:1]
+        assert first == ["hub: HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1"], (log, first)
 
 
 @pytest.mark.cluster

@@ -123,8 +123,9 @@ def test_rte_pairs_and_headerless_cola(tmp_path):
 
 
 def test_hf_source_maps_splits_and_columns(tmp_path, monkeypatch):
-    """The hub path, with the download replaced by an in-memory dataset (no network here)."""
-    import datasets
+    """The hub path, with the hub's tables given in memory (tests/stage/test_hub_offline.py reads them from a
+    hub cache)."""
+    from reprsim.stages.data import hub
 
     calls = []
     tables = {
@@ -132,16 +133,16 @@ def test_hf_source_maps_splits_and_columns(tmp_path, monkeypatch):
         "validation": pd.DataFrame({"sentence": ["val a", "val b"], "label": [0, 1]}),
     }
 
-    def fake_load_dataset(path, name=None, split=None, revision=None):
-        calls.append((path, name, split, revision))
-        return datasets.Dataset.from_pandas(tables[split])
+    def fake_hub_tables(name, spec):
+        calls.append((name, spec["id"], spec["config"], spec["revision"], sorted(spec["splits"].values())))
+        return {split: tables[split] for split in spec["splits"].values()}, f"{spec['id']}/{spec['config']}"
 
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(hub, "hub_tables", fake_hub_tables)
     spec = {"source": "hf", "id": "glue", "config": "sst2", "revision": "abc",
             "splits": {"train": "train", "validation": "validation"},
             "columns": {"text": "sentence", "label": "label"}, "seed": 0, "split_fractions": {"test": 0.2}}
     meta = prepare_dataset("sst2", spec, tmp_path / "sst2")
-    assert sorted(calls) == [("glue", "sst2", "train", "abc"), ("glue", "sst2", "validation", "abc")]
+    assert calls == [("sst2", "glue", "sst2", "abc", ["train", "validation"])]
     assert meta["sizes"] == {"train": 24, "validation": 2, "test": 6}
     assert load_split(tmp_path / "sst2", "validation")["text"].tolist() == ["val a", "val b"]
 

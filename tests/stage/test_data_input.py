@@ -224,13 +224,14 @@ def test_a_single_class_train_split_is_refused(tmp_path):
 
 
 def test_hub_unlabelled_rows_are_refused(tmp_path, monkeypatch):
-    import datasets
+    from reprsim.stages.data import hub
 
     rows = sst2_rows(30)
     tables = {"train": pd.DataFrame({"sentence": [r[0] for r in rows], "label": [int(r[1]) for r in rows]}),
               "test": pd.DataFrame({"sentence": [r[0] for r in sst2_rows(5, 50)], "label": [-1] * 5})}
-    monkeypatch.setattr(datasets, "load_dataset", lambda path, name=None, split=None, revision=None:
-                        datasets.Dataset.from_pandas(tables[split]))
+    for frame in tables.values():   # hub rows are numbered from 1, as hub.hub_tables numbers them
+        frame.index += 1
+    monkeypatch.setattr(hub, "hub_tables", lambda name, spec: (tables, f"{spec['id']}/{spec['config']}"))
     spec = {"source": "hf", "id": "glue", "config": "sst2", "splits": {"train": "train", "test": "test"},
             "columns": {"text": "sentence", "label": "label"}, "seed": 0}
     message = refusal(tmp_path, spec)

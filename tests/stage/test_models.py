@@ -72,9 +72,13 @@ def test_local_source_rejects_non_model_dir(tmp_path):
 
 
 def test_hf_source_passes_id_and_revision(minilm_dir, tmp_path, monkeypatch):
-    """The hub path, with the hub replaced by the packaged MiniLM (no network here)."""
+    """The hub path online, with the hub replaced by the packaged MiniLM (no network here; offline, from a hub
+    cache: tests/stage/test_hub_offline.py)."""
     import transformers
 
+    from reprsim.stages.models import materialize
+
+    monkeypatch.setattr(materialize, "offline", lambda: False)  # online: no look into the hub cache first
     seen = []
     for cls in (transformers.AutoConfig, transformers.AutoModel, transformers.AutoTokenizer):
         original = cls.from_pretrained.__func__

@@ -1,6 +1,7 @@
 """Schema and cross-reference validation: every mistake is named, before any job runs."""
 
 import copy
+import re
 import subprocess
 import sys
 import time
@@ -144,7 +145,7 @@ def test_every_output_of_a_valid_name_stays_inside_results():
     templates = [value for value in vars(paths).values() if isinstance(value, str) and "{" in value]
     assert templates
     for template in templates:
-        filled = template.format(**{key: odd for key in ("dataset", "model", "model_a", "model_b", "representation", "label")})
+        filled = template.format(**{key: odd for key in re.findall(r"\{(\w+)\}", template)})
         assert (REPO / filled).resolve().is_relative_to(results), template
 
 

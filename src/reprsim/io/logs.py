@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -39,6 +40,9 @@ def tee_to_log(path: str | Path | None) -> Iterator[None]:
     with open(path, "w") as log:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = _Tee(saved[0], log), _Tee(saved[1], log)
+        offline = {name: os.environ[name] for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if name in os.environ}
+        if offline:  # a job on a cluster's compute node (rules/common.smk): say it reads the hub cache alone
+            print("hub: " + ", ".join(f"{k}={v}" for k, v in offline.items()), flush=True)
         try:
             yield
         except BaseException:

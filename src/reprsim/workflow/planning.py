@@ -28,7 +28,7 @@ DATASET_BYTES_PER_TOKEN = 30  # a prepared row's parquet bytes per token: text, 
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm" / "config.yaml"
 
 STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
-    "prepare_dataset": "data", "materialize_model": "models", "pretrain_model": "models",
+    "fetch_hub": "data", "prepare_dataset": "data", "materialize_model": "models", "pretrain_model": "models",
     "finetune_model": "finetune", "truncation": "finetune", "skip": "finetune", "layer_views": "finetune",
     "extract_activations": "extract",
     "model_terms": "compare", "compare_pair": "compare", "token_cka": "compare", "compare_attention": "compare",

@@ -283,20 +283,16 @@ def load_sample(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[st
 
 # --------------------------------------------------------------------------- hub
 def load_hf(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[str, Origin]]:
-    """Load named splits from the Hugging Face hub (the path real users take)."""
-    import datasets
+    """Named splits of a Hugging Face hub dataset, read from the hub cache (downloaded into it when online):
+    reprsim.stages.data.hub says which files and layouts."""
+    from reprsim.stages.data import hub
 
+    tables, hub_name = hub.hub_tables(name, spec)
     frames, origins = {}, {}
     for ours, theirs in spec["splits"].items():
-        table = datasets.load_dataset(
-            spec["id"], spec.get("config"), split=theirs, revision=spec.get("revision")
-        )
-        hub_name = spec["id"] + (f"/{spec['config']}" if spec.get("config") else "")
         origins[ours] = Origin(name, ours, f"hub dataset {hub_name}, split {theirs!r}", unit="row",
                                columns=dict(spec["columns"]))
-        frame = table.to_pandas()
-        frame.index = np.arange(1, len(frame) + 1)
-        frames[ours] = _select_columns(frame, spec["columns"], origins[ours])
+        frames[ours] = _select_columns(tables[theirs], spec["columns"], origins[ours])
     return frames, origins
 
 

@@ -9,6 +9,12 @@ built by :mod:`reprsim.stages.models.pretrain`, fine-tuned models by
 
 Whatever the source, weights load from safetensors only (no pickle), no model code
 runs (trust_remote_code=False), and a model with NaN or inf weights is refused.
+
+A hub model loads by id and revision through transformers, which reads the hub cache (HF_HOME / HF_HUB_CACHE)
+and, online, downloads into it; offline (HF_HUB_OFFLINE=1, the jobs on a cluster) the cache must hold the
+revision's snapshot with config.json, safetensors weights and the tokenizer, which is checked first so that
+a miss is named (model, id, revision, file, cache) rather than reported as transformers' "couldn't find them
+in the cached files" (reprsim.io.hub).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from transformers import (
     PreTrainedModel,
 )
 
+from reprsim.io.hub import NotCached, cached_snapshot, describe, miss_message, offline
 from reprsim.io.model_files import locate_package_model, model_problems
 from reprsim.io.outputs import atomic_directory, write_json
 from reprsim.io.provenance import file_checksums, hash_directory
@@ -84,6 +91,30 @@ def _check_source_dir(name: str, origin: Path) -> None:
         )
 
 
+def _hub_model_problem(name: str, spec: dict, error: BaseException | None = None) -> ValueError | None:
+    """What the hub cache lacks of hub model `name` (the revision's snapshot, or a file in it) as an error
+    naming the model, its id and revision and the cache; None when the cache holds everything. After a
+    failed load (`error`), an error in any case, carrying the loader's."""
+    source = describe("model", spec["id"], spec.get("revision"))
+    try:
+        snapshot = cached_snapshot(spec["id"], "model", spec.get("revision"))
+    except NotCached as miss:
+        return ValueError(miss_message(f"model {name!r}", source, str(miss), error))
+    problems = model_problems(snapshot)
+    if problems:
+        path, problem = problems[0]
+        missing = (f"its snapshot {snapshot} has {problem}" if path == snapshot
+                   else f"file {path.relative_to(snapshot).as_posix()} of its snapshot {snapshot} is {problem}")
+        if "pickle" in problem:
+            missing += ("; pin the revision that holds safetensors weights (e.g. the hub's conversion pull "
+                        "request, revision: refs/pr/N)")
+        return ValueError(miss_message(f"model {name!r}", source, missing, error))
+    if error is not None:
+        return ValueError(miss_message(f"model {name!r}", source, f"the cached snapshot {snapshot} holds config, "
+                                       "weights and tokenizer, yet loading failed", error))
+    return None
+
+
 def _save(model: PreTrainedModel, tokenizer, out_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
     with atomic_directory(out_dir) as tmp:
         model.save_pretrained(tmp)  # safetensors (transformers' default; the only format transformers 5 writes)
@@ -119,14 +150,21 @@ def materialize_model(
     if source in ("local", "package", "hf"):
         if source == "hf":
             origin, kwargs = spec["id"], {"revision": spec.get("revision")}
+            if offline() and (problem := _hub_model_problem(name, spec)):
+                raise problem
         else:
             origin = Path(spec["path"]) if source == "local" else locate_package_model(spec["package"], spec.get("subdir"))
             _check_source_dir(name, origin)
             kwargs = {}
         meta["origin"] = str(origin)
-        auto_class = with_its_head(AutoConfig.from_pretrained(origin, trust_remote_code=False, **kwargs))
-        model = auto_class.from_pretrained(origin, **SAFE, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(origin, trust_remote_code=False, **kwargs)
+        try:
+            auto_class = with_its_head(AutoConfig.from_pretrained(origin, trust_remote_code=False, **kwargs))
+            model = auto_class.from_pretrained(origin, **SAFE, **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(origin, trust_remote_code=False, **kwargs)
+        except OSError as error:  # transformers' and huggingface_hub's "not found" errors are OSErrors
+            if source != "hf":
+                raise
+            raise _hub_model_problem(name, spec, error) from error
     elif source == "init" and isinstance(spec["tokenizer"], dict):
         train = spec["tokenizer"]["train"]
         if dataset_dir is None:
