@@ -476,7 +476,7 @@ def test_which_measure_page_names_who_passes_each_test(tmp_path, inputs):
     header, chance, cells, *rows = _first_table(page.split("<h2 id='which-measure'>")[1])
     assert header == ["measure", "layer monotonicity ρ", "seed specificity AUPRC"]
     assert chance == ["chance", "0", "0.37"] and cells == ["cells", "3", "2"]
-    assert [" ".join(cell.split()) for cell in rows[0]] == ["linear CKA", "✓ 0.90 [0.80, 0.95] #1", "✗ 0.30 [0.20, 0.32] #2"]
+    assert [" ".join(cell.split()) for cell in rows[0]] == ["linear CKA", "✓ 0.90 #1 [0.80, 0.95]", "✗ 0.30 #2 [0.20, 0.32]"]
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert ("layer monotonicity ρ: above chance: linear CKA; not above chance: neuronsim (best first); "
             "undefined here: SVCCA") in text

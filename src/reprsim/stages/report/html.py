@@ -1019,18 +1019,21 @@ def which_measure(inputs: ReportInputs) -> list[str]:
             cells[(row.measure, row.column)] = "–"
             continue
         mark = "✓" if row.beyond_chance else "✗"
-        cells[(row.measure, row.column)] = (f"{mark} {_with_interval(row.score, row.ci_low, row.ci_high)} "
-                                            f"<span class='sub'>#{int(row.rank)}</span>")
+        # two short lines (score and rank, then the interval) keep 15 test columns within a page's width
+        value, _, bounds = _with_interval(row.score, row.ci_low, row.ci_high).partition(" [")
+        cells[(row.measure, row.column)] = (f"{mark} {value} <span class='sub'>#{int(row.rank)}</span>"
+                                            + (f"<br><span class='sub'>[{bounds}</span>" if bounds else ""))
     chance = table.groupby("column", sort=False)["chance"].median()
     items = table.groupby("column", sort=False)["n_items"].max()
     matrix = pd.DataFrame([{"measure": html.escape(_measure_name(m)), **{c: cells.get((m, c), "–") for c in columns}}
                            for m in measures])
     header = pd.DataFrame([{"measure": "<i>chance</i>", **{c: f"<i>{_number(chance[c])}</i>" for c in columns}},
                            {"measure": "<i>cells</i>", **{c: f"<i>{int(items[c])}</i>" for c in columns}}])
-    parts.append(_table(pd.concat([header, matrix], ignore_index=True), escape=False))
+    parts.append("<div class='scroll'>" + _table(pd.concat([header, matrix], ignore_index=True), escape=False)
+                 .replace("class=\"dataframe data\"", "class=\"dataframe data compact\"") + "</div>")
     parts.append(f"<p class='caption'>Each cell: the score on all {int(table['n_rows'].iloc[0])} rows, its "
                  f"{inputs.confidence:.0%} half-sample interval, and the measure's rank among the "
-                 "measures on that test (1 = best). ✓: the interval lies above the test's chance level "
+                 "measures on that test (1 = best; ranks compare the unrounded scores, so two 1.00s can differ). ✓: the interval lies above the test's chance level "
                  "(0 for a rank correlation or d′, the share of within-group pairs for an AUPRC, 0.5 for a "
                  "conformity rate); ✗: it does not. 'cells': the models, model pairs or layers the score "
                  "averages over or ranks.</p>")
@@ -1121,6 +1124,8 @@ table.findings td.reason summary { font-size: 0.75rem; }
 .verdict.contradicted { background: #f8d3d0; color: #8a1a12; }
 .verdict.inconclusive { background: #fcebc4; color: #7a5300; }
 .verdict.not-applicable { background: #eee; color: #666; }
+table.data.compact { font-size: 0.76rem; } table.data.compact td { white-space: nowrap; padding: 0.15rem 0.35rem; }
+table.data.compact th { padding: 0.15rem 0.35rem; vertical-align: bottom; } div.scroll { overflow-x: auto; }
 table.matrix { border-collapse: collapse; font-size: 0.82rem; margin: 0.4rem 0 0.6rem; }
 table.matrix th { font-weight: 600; padding: 0.2rem 0.45rem; border-bottom: 2px solid #999; text-align: center; }
 table.matrix td { padding: 0.2rem 0.45rem; border-bottom: 1px solid #ddd; text-align: center; }
