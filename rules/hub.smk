@@ -23,5 +23,7 @@ rule fetch_hub:
         name=_one_of(sorted({name for _, name in HUB_SOURCES})),
     localrule: True
     threads: 1
+    conda:
+        "../envs/data.yaml"
     script:
         "../scripts/fetch_hub.py"

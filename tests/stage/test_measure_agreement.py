@@ -228,3 +228,16 @@ def test_the_group_claim_uses_the_arccos_distance_for_cka_only():
     assert groups.loc["proc", "estimate"] == pytest.approx(0.95 - 0.6)
     assert "not the arccos" in groups.loc["proc", "reason"] and "not the arccos" not in groups.loc["cka_a", "reason"]
     assert (groups["verdict"] == "supported").all()
+
+
+def test_one_measure_and_a_claim_about_function_are_worded_as_such():
+    built = _depth_profiles()
+    one = Tables(pairs=built.pairs[built.pairs["measure"] == "cka_a"],
+                 replicates=built.replicates[built.replicates["measure"] == "cka_a"])
+    main, by_measure = _by_measure(one, {"cka_a": "cka"})
+    sentences = summary(by_measure, {"cka_a": "cka"}).set_index("claim_id")["across_measures"]
+    assert sentences["adjacent_layers"] == "supported under cka_a, the one measure computed here"
+    functional = by_measure.iloc[[0]].assign(claim_id="skip_upper_cheaper", measure="accuracy", family="",
+                                             verdict="contradicted", grounding_failed="")
+    sentence = summary(functional, {"cka_a": "cka"})["across_measures"].iloc[0]
+    assert sentence == "contradicted under its own statistic (accuracy), which the similarity measures do not express"

@@ -108,13 +108,16 @@ def summary(by_measure: pd.DataFrame, measures: Mapping[str, str]) -> pd.DataFra
             rows.append({**dict(zip(KEY, key)), "holds_under": "", "across_measures": ""})
             continue
         supported = int((tested["verdict"] == "supported").sum())
-        if set(configured) - set(measures):  # a claim about function: its one statistic
-            sentence = f"{tested['verdict'].iloc[0]} by {', '.join(configured)} (a claim about function)"
+        if set(configured) - set(measures):  # accuracy, stitching, aligners, attention maps: the claim's own statistic
+            sentence = (f"{tested['verdict'].iloc[0]} under its own statistic ({', '.join(configured)}), which the "
+                        "similarity measures do not express")
         else:
             parts = []
             for verdict in ("supported", "contradicted", "inconclusive"):
                 labels = list(tested.loc[tested["verdict"] == verdict, "measure"])
-                if labels and len(labels) == len(tested):
+                if labels and len(tested) == 1:
+                    parts.append(f"{verdict} under {labels[0]}, the one measure computed here")
+                elif labels and len(labels) == len(tested):
                     parts.append(f"{verdict} under all {len(labels)} measures")
                 elif labels:
                     parts.append(f"{verdict} under {_names(labels, measures, configured)}")

@@ -943,9 +943,12 @@ def by_measure(inputs: ReportInputs) -> list[str]:
     if inputs.discordance:
         discordant = read_tables(inputs.discordance)
         if len(discordant):
-            shown = discordant.sort_values("strength", ascending=False).head(3)
+            # the strongest for each of the first few orderings of two model pairs (not one ordering three times)
+            shown = (discordant.sort_values("strength", ascending=False, kind="stable")
+                     .drop_duplicates(["pair_1", "pair_2"]).head(3))
             parts.append(f"<p><b>Where the measures disagree</b> ({len(discordant)} orderings of two model pairs "
-                         "that two measures reverse, both intervals excluding 0; the strongest):</p><ul>")
+                         "that two measures reverse, both intervals excluding 0; the strongest for each of "
+                         f"{len(shown)} pairs of model pairs):</p><ul>")
             parts += [f"<li>{html.escape(_discordance_sentence(row))}.</li>" for row in shown.itertuples()]
             parts.append("</ul>")
             more = _link(inputs, "measures", "Which measure?", "agreement")
