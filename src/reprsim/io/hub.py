@@ -121,22 +121,31 @@ def fetched(kind: str, name: str, spec: dict, folder: Path, **extra) -> dict:
             "snapshot": str(folder), "files": files, "bytes": size, "cache": str(cache_dir()), **extra}
 
 
-def fetch_model(name: str, spec: dict) -> dict:
-    """Download (online) or find (offline) hub model `name`'s config, tokenizer and safetensors weights at its
-    revision; :func:`fetched`. A miss raises NotCached with :func:`miss_message`."""
+def download(repo_id: str, repo_type: str, revision: str | None, allow_patterns: list[str]) -> Path:
+    """huggingface_hub.snapshot_download: online the files matching `allow_patterns` are downloaded, offline the
+    cache's snapshot is returned. A failure raises NotCached saying what the cache lacks (the repo, the revision,
+    its files), chained to the hub library's error, whose wording differs by version."""
     from huggingface_hub import snapshot_download
 
     try:
-        folder = Path(snapshot_download(repo_id=spec["id"], repo_type="model", revision=spec.get("revision"),
-                                        allow_patterns=MODEL_FILES))
-    except Exception as error:  # the hub library's errors differ by version: say what the cache lacks
+        return Path(snapshot_download(repo_id=repo_id, repo_type=repo_type, revision=revision,
+                                      allow_patterns=allow_patterns))
+    except Exception as error:
         try:
-            snapshot = cached_snapshot(spec["id"], "model", spec.get("revision"))
-            missing = f"its files are not all in the cached snapshot {snapshot}"
+            missing = f"its files are not all in the cached snapshot {cached_snapshot(repo_id, repo_type, revision)}"
         except NotCached as miss:
             missing = str(miss)
+        raise NotCached(missing) from error
+
+
+def fetch_model(name: str, spec: dict) -> dict:
+    """Download (online) or find (offline) hub model `name`'s config, tokenizer and safetensors weights at its
+    revision; :func:`fetched`. A miss raises NotCached with :func:`miss_message`."""
+    try:
+        folder = download(spec["id"], "model", spec.get("revision"), MODEL_FILES)
+    except NotCached as miss:
         raise NotCached(miss_message(f"model {name!r}", describe("model", spec["id"], spec.get("revision")),
-                                     missing, error)) from error
+                                     str(miss), miss.__cause__)) from miss.__cause__
     return fetched("model", name, spec, folder)
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reprsim.io.hub import NotCached, cached_snapshot, describe, fetched, miss_message
+from reprsim.io.hub import NotCached, describe, download, fetched, miss_message
 from reprsim.stages.data.validate import DatasetError
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl"}
@@ -54,18 +54,10 @@ def _error(name: str, spec: dict, missing: str, error: BaseException | None = No
 def _snapshot(name: str, spec: dict, revision: str | None, patterns: list[str]) -> Path:
     """The snapshot folder of the dataset repo at `revision` with the files matching `patterns` (fnmatch, as
     huggingface_hub filters): downloaded online, found in the hub cache offline."""
-    from huggingface_hub import snapshot_download
-
     try:
-        return Path(snapshot_download(repo_id=spec["id"], repo_type="dataset", revision=revision,
-                                      allow_patterns=patterns))
-    except Exception as error:  # the hub library's errors differ by version: say what the cache lacks
-        try:
-            snapshot = cached_snapshot(spec["id"], "dataset", revision)
-            missing = f"its files are not all in the cached snapshot {snapshot}"
-        except NotCached as miss:
-            missing = str(miss)
-        raise _error(name, spec, missing, error) from error
+        return download(spec["id"], "dataset", revision, patterns)
+    except NotCached as miss:
+        raise _error(name, spec, str(miss), miss.__cause__) from miss.__cause__
 
 
 def _card_configs(folder: Path) -> list[dict]:
