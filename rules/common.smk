@@ -11,9 +11,10 @@ from reprsim.relations import recipe
 from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
 from reprsim.workflow.codedeps import code_dependencies
+from reprsim.workflow import slurm as slurm_controller
 
 # Threads of the model rules (fine-tuning, extraction, truncation, skipping, stitching, aligners). Measured on this
-# project's 2-core machine, a second thread gains a job 1.0-1.6× (README, "Both cores busy"), less than a second
+# project's 2-core machine, a second thread gains a job 1.0-1.6× (docs/benchmarks.md, "Both cores busy"), less than a second
 # job running beside it, so each takes one core while there are few; a bigger machine gives them more.
 JOB_THREADS = max(1, (workflow.cores or 1) // 4)
 
@@ -58,6 +59,17 @@ def _one_of(names):
 if not workflow.is_main_process:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+
+# Under the SLURM executor the submitting Snakemake waits for the controller before its first submission
+# (reprsim.workflow.slurm): sbatch gives up within seconds, and each refusal would cost a job one of its retries.
+onstart:
+    plugin = workflow.executor_plugin
+    if workflow.is_main_process and plugin is not None and plugin.cli_prefix == "slurm":
+        try:
+            slurm_controller.wait_for_controller(slurm_controller.wait_seconds())
+        except (slurm_controller.ControllerUnreachable, ValueError) as error:
+            raise WorkflowError(str(error)) from None
 
 
 wildcard_constraints:

@@ -4,6 +4,8 @@
 #   tests/cluster/slurm.sh start    install (when missing), configure and start; waits until the node is idle
 #   tests/cluster/slurm.sh status   exit 0 when the cluster answers and its node is usable
 #   tests/cluster/slurm.sh stop     cancel its jobs, stop the daemons this script started
+#   tests/cluster/slurm.sh controller-down | controller-up
+#                                   stop slurmctld alone / start it again, its state (jobs) kept: an outage
 #
 # Debian's packages (slurm-wlm, munge; SLURM 22.05 on Debian 12), installed with apt-get when
 # missing. Root is required. Partitions: `cpu` (default) and `gpu`, both on this host, whose
@@ -71,11 +73,18 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 GresTypes=gpu
 AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+# Memory is enforced by polling (no cgroups in a container): every second each job's processes'
+# RSS is summed, and a job above its --mem is killed (OUT_OF_MEMORY), as on a cluster that enforces it.
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 JobCompType=jobcomp/none
 MpiDefault=none
 SchedulerType=sched/backfill
 ReturnToService=2
+# A job on a node that fails is not requeued by SLURM itself (its default, JobRequeue=1, requeues it after
+# two minutes, unseen by Snakemake): the executor sees NODE_FAIL and the profile's retries resubmit it.
+JobRequeue=0
 # Finished jobs stay in slurmctld's memory for an hour: squeue-based status checks and
 # scontrol show job (partition, GPUs allocated) see them without an accounting database.
 MinJobAge=3600
@@ -187,9 +196,23 @@ cmd_stop() {
     [ "${1:-}" = quiet ] || say "stopped"
 }
 
+controller_down() {
+    running "$state/slurmctld.pid" || die "slurmctld is not running"
+    stop_pid "$state/slurmctld.pid"
+}
+
+controller_up() {
+    running "$state/slurmctld.pid" && return 0
+    /usr/sbin/slurmctld || die "slurmctld failed to start; see $state/log/slurmctld.log"  # no -c: jobs kept
+    for _ in $(seq 60); do scontrol ping >/dev/null 2>&1 && return 0; sleep 0.5; done
+    die "slurmctld does not answer; see $state/log/slurmctld.log"
+}
+
 case "${1:-}" in
     start) cmd_start ;;
+    controller-down) controller_down ;;
+    controller-up) controller_up ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
-    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|controller-down|controller-up" >&2; exit 2 ;;
 esac

@@ -9,9 +9,12 @@ With a cluster: tests/cluster/slurm.sh starts SLURM on this machine from Debian'
 (root; `cpu` and `gpu` partitions, one fake GPU); the tiny configuration runs with
 --workflow-profile profiles/slurm. SLURM's own records (scontrol keeps finished jobs for
 MinJobAge) show every GPU rule in the gpu partition with a GPU allocated and every other job
-in the cpu partition; the outputs equal a local run's; a job cancelled with scancel while it
-runs is retried and leaves no corrupt output; a second invocation has nothing to do. The
-cluster is stopped at the end. Where this machine cannot run SLURM (not root, no packages to
+in the cpu partition; the outputs equal a local run's although jobs die on the way (a job
+cancelled with scancel while it runs, every job on the node when the node is set DOWN, and
+jobs killed for exceeding their memory request: each is resubmitted under the profile's
+retries, the memory-killed ones with their larger request, and no corrupt output is left); a
+second invocation has nothing to do; Snakemake started while slurmctld is down waits for it
+(or, told to wait less, stops saying so), losing nothing. The cluster is stopped at the end. Where this machine cannot run SLURM (not root, no packages to
 install, daemons that do not start) those tests are skipped with the reason.
 """
 
@@ -27,13 +30,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, TINY, copy_workflow, snakemake
+from conftest import REPO, TINY, copy_workflow
 
 from reprsim.io.device import resolve_device
 from reprsim.io.store import open_store
@@ -45,6 +49,10 @@ SITE_VARIABLES = ("REPRSIM_SLURM_CPU_PARTITION", "REPRSIM_SLURM_GPU_PARTITION", 
 CANCELLED_RULE = "extract_activations"
 CANCELLED_LOG = "results/logs/activations/tiny/minilm.log"
 NO_PLUGIN = "the SLURM executor plugin (pip install -e '.[cluster]') is not installed"
+# a rule whose first attempt asks for too little memory (the test cluster enforces --mem, tests/cluster/slurm.sh):
+# 100 MB, which its job step exceeds while Python starts; from the second attempt on 4000 MB per attempt after the first
+SHORT_OF_MEMORY_RULE = "materialize_model"
+SHORT_OF_MEMORY = "max(100, 4000 * (attempt - 1))"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -274,7 +282,7 @@ def gpu_allocated(job: dict) -> bool:
 
 
 def cluster_command(root: Path) -> list[str]:
-    """The README's cluster command on a copy of the workflow, tuned to a one-node cluster's pace:
+    """The guide's cluster command (docs/clusters.md) on a copy of the workflow, tuned to a one-node cluster's pace:
     status checks every few seconds rather than 20, and batches of 5 pairs rather than 20, so
     that batches run side by side on the node's two CPUs."""
     return [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory", str(root),
@@ -296,11 +304,64 @@ def cancel_while_running(root: Path, process: subprocess.Popen, deadline: float)
     raise AssertionError("the job to cancel never ran (or the run ended first)")
 
 
+def elapsed_seconds(text: str) -> int:
+    """squeue's %M ([days-][hours:]minutes:seconds) in seconds."""
+    days, _, clock = text.rpartition("-")
+    seconds = 0
+    for part in clock.split(":"):
+        seconds = 60 * seconds + int(part)
+    return seconds + 86_400 * int(days or 0)
+
+
+def fail_node_while_running(process: subprocess.Popen, cancelled: str, deadline: float) -> str:
+    """Set the node DOWN while a pair job (group `pairs`) has run for a few seconds, and return it to service
+    once SLURM has failed that job; the pair job's SLURM job id. Every job on the node dies with it (NODE_FAIL)."""
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True).stdout.strip()
+    while time.monotonic() < deadline and process.poll() is None:
+        queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %k %M"], capture_output=True,
+                               text=True).stdout.split("\n")
+        running = [line.split() for line in queue if line.strip()]
+        pairs = [job for job, comment, elapsed in running if job != cancelled and job_rules(comment)[0] == "pairs"
+                 and elapsed_seconds(elapsed) >= 3]
+        if pairs:
+            subprocess.run(["scontrol", "update", f"nodename={host}", "state=DOWN", "reason=reprsim node failure test"],
+                           check=True)
+            for _ in range(120):
+                state = subprocess.run(["squeue", "-h", "-j", pairs[0], "-o", "%T"], capture_output=True,
+                                       text=True).stdout.strip()
+                if state != "RUNNING":
+                    break
+                time.sleep(0.25)
+            # back in service (slurm.conf's ReturnToService=2 may have done it already when slurmd registered)
+            subprocess.run(["scontrol", "update", f"nodename={host}", "state=RESUME"], capture_output=True)
+            return pairs[0]
+        time.sleep(0.5)
+    raise AssertionError("no pair job ran after the cancelled one (or the run ended first)")
+
+
+class ClusterRun(NamedTuple):
+    root: Path  # the workflow copy
+    run_id: str  # the executor's run id: the SLURM jobs' name
+    cancelled: str  # SLURM job id cancelled with scancel while it ran
+    node_failed: str  # SLURM job id of the pair job running when the node was set DOWN
+    output: str  # Snakemake's output
+
+
+def short_of_memory(profile: Path) -> None:
+    """The profile copy asks too little memory for one rule's first attempt (SHORT_OF_MEMORY)."""
+    text = profile.read_text()
+    assert "\nset-resources:\n" in text
+    profile.write_text(text.replace("\nset-resources:\n", "\nset-resources:\n"
+                                    f"  {SHORT_OF_MEMORY_RULE}:\n    mem_mb: {SHORT_OF_MEMORY}\n", 1))
+
+
 @pytest.fixture(scope="module")
-def cluster_run(slurm, tmp_path_factory):
-    """The tiny configuration on SLURM, one of its jobs cancelled mid-run; (workflow copy, run id, cancelled job)."""
+def cluster_run(slurm, tmp_path_factory) -> ClusterRun:
+    """The tiny configuration on SLURM while jobs die: one cancelled mid-run, then the node set DOWN under a
+    pair job, and every first attempt of SHORT_OF_MEMORY_RULE killed for exceeding its memory request."""
     root = copy_workflow(tmp_path_factory.mktemp("cluster"))
     shutil.copy(TINY, root / "tiny.yaml")
+    short_of_memory(root / "profiles" / "slurm" / "config.yaml")
     log_path = root / "snakemake-cluster.log"
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -308,7 +369,8 @@ def cluster_run(slurm, tmp_path_factory):
                                    stderr=subprocess.STDOUT, text=True)
         try:
             cancelled = cancel_while_running(root, process, deadline=started + 900)
-            process.wait(timeout=max(60.0, started + 1500 - time.monotonic()))
+            node_failed = fail_node_while_running(process, cancelled, deadline=started + 1200)
+            process.wait(timeout=max(60.0, started + 2400 - time.monotonic()))
         except BaseException:
             process.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs
             process.wait(timeout=120)
@@ -317,7 +379,7 @@ def cluster_run(slurm, tmp_path_factory):
     assert process.returncode == 0, f"the cluster run failed:\n{output[-6000:]}"
     print(f"\ncluster run of the tiny configuration: {time.monotonic() - started:.1f} s")
     run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
-    return root, run_id, cancelled, output
+    return ClusterRun(root, run_id, cancelled, node_failed, output)
 
 
 @pytest.mark.cluster
@@ -351,7 +413,7 @@ def test_hub_download_runs_on_the_submitting_host(slurm, tmp_path):
 @pytest.mark.cluster
 def test_submitted_jobs_read_the_hub_cache_offline(cluster_run):
     """Every job SLURM ran has the hub's offline switches set (rules/common.smk); its log says so first."""
-    root, _, _, _ = cluster_run
+    root = cluster_run.root
     logs = sorted((root / "results" / "logs").rglob("*.log"))
     assert len(logs) > 20
     for log in logs:
@@ -361,7 +423,7 @@ def test_submitted_jobs_read_the_hub_cache_offline(cluster_run):
 
 @pytest.mark.cluster
 def test_gpu_rules_ran_in_the_gpu_partition_with_a_gpu(cluster_run):
-    root, run_id, _, output = cluster_run
+    run_id, output = cluster_run.run_id, cluster_run.output
     jobs = slurm_jobs(run_id)
     ran: dict[str, list[str]] = {}
     groups = set()
@@ -378,7 +440,7 @@ def test_gpu_rules_ran_in_the_gpu_partition_with_a_gpu(cluster_run):
         else:
             assert job["Partition"] == "cpu", job["line"]
             assert not gpu_allocated(job) and "gres:gpu" not in job["line"], job["line"]
-        assert job["JobState"] in ("COMPLETED", "CANCELLED"), job["line"]
+        assert job["JobState"] in ("COMPLETED", "CANCELLED", "NODE_FAIL", "FAILED"), job["line"]
     # every GPU rule of the tiny configuration ran, and every rule that ran is accounted for
     expected = {rule for rule in gpu_rules() if re.search(rf"^\s*(?:local)?rule {rule}:", output, re.M)}
     assert {"extract_activations", "finetune_model", "truncation", "skip"} <= expected <= set(ran)
@@ -391,7 +453,7 @@ def test_gpu_rules_ran_in_the_gpu_partition_with_a_gpu(cluster_run):
 
 @pytest.mark.cluster
 def test_cancelled_job_was_retried_without_corrupt_output(cluster_run, workflow):
-    root, run_id, cancelled, output = cluster_run
+    root, run_id, cancelled, output = cluster_run.root, cluster_run.run_id, cluster_run.cancelled, cluster_run.output
     jobs = {job["JobId"]: job for job in slurm_jobs(run_id)}
     assert jobs[cancelled]["JobState"] == "CANCELLED"
     retried = [job for job in jobs.values() if int(job["JobId"]) > int(cancelled)
@@ -405,6 +467,44 @@ def test_cancelled_job_was_retried_without_corrupt_output(cluster_run, workflow)
     # the interrupted attempt left nothing that could pass for an output
     leftovers = sorted(str(p.relative_to(root)) for p in (root / "results").rglob("*") if ".tmp-" in p.name)
     assert not leftovers, leftovers
+
+
+@pytest.mark.cluster
+def test_jobs_on_a_failed_node_were_retried(cluster_run):
+    jobs = slurm_jobs(cluster_run.run_id)
+    failed = next(job for job in jobs if job["JobId"] == cluster_run.node_failed)
+    assert failed["JobState"] == "NODE_FAIL", failed["line"]
+    retried = [job for job in jobs if int(job["JobId"]) > int(failed["JobId"]) and job["Comment"] == failed["Comment"]]
+    assert [job["JobState"] for job in retried][-1:] == ["COMPLETED"], "the pair job killed with its node was not rerun"
+    assert cluster_run.output.count("Trying to restart job") >= 2  # the cancelled job and the node's
+
+
+def memory_request_mb(job: dict) -> int:
+    """The memory a SLURM job asked for (scontrol's MinMemoryNode: 100M, 4000M, 4G), in MB."""
+    value = job["MinMemoryNode"]
+    return int(float(value[:-1]) * {"M": 1, "G": 1024, "T": 1024 ** 2}[value[-1]])
+
+
+@pytest.mark.cluster
+def test_jobs_short_of_memory_were_retried_with_their_larger_request(cluster_run):
+    """Every first attempt of SHORT_OF_MEMORY_RULE asked 100 MB and was killed by SLURM for using more; its retry asked
+    the larger amount and completed. No other job exceeded its memory request: the rules' estimates hold."""
+    jobs = slurm_jobs(cluster_run.run_id)
+    attempts: dict[str, list[dict]] = {}
+    for job in jobs:
+        if SHORT_OF_MEMORY_RULE in job_rules(job["Comment"])[1]:
+            attempts.setdefault(job["Comment"], []).append(job)
+    assert len(attempts) >= 3, attempts.keys()  # one per model of the tiny configuration
+    for comment, tries in attempts.items():
+        first, last = tries[0], tries[-1]
+        assert memory_request_mb(first) == 100 and first["JobState"] in ("FAILED", "OUT_OF_MEMORY"), first["line"]
+        log = Path(first["StdOut"])
+        assert log.exists() and "exceeded memory limit" in log.read_text(), (comment, log)
+        assert last["JobState"] == "COMPLETED" and memory_request_mb(last) == 4000 * (len(tries) - 1), last["line"]
+    others = [job for job in jobs if job["JobState"] in ("FAILED", "OUT_OF_MEMORY")
+              and SHORT_OF_MEMORY_RULE not in job_rules(job["Comment"])[1]]
+    assert not others, "jobs failed that should not have: " + "; ".join(
+        f"{job['Comment']} ({job['JobState']}, asked {job['MinMemoryNode']}): {job['StdOut']}" for job in others)
 
 
 def compare_tables(path_a: Path, path_b: Path) -> None:
@@ -421,7 +521,7 @@ def compare_tables(path_a: Path, path_b: Path) -> None:
 
 @pytest.mark.cluster
 def test_outputs_equal_a_local_run(cluster_run, workflow):
-    root = cluster_run[0]
+    root = cluster_run.root
     compared = [p.relative_to(workflow) for pattern in ("pairs/**/*.parquet", "finetune/*/*.parquet")
                 for p in (workflow / "results").glob(pattern)]
     assert {"truncation.parquet", "skip.parquet"} <= {p.name for p in compared} and len(compared) >= 3
@@ -441,7 +541,7 @@ def test_outputs_equal_a_local_run(cluster_run, workflow):
 
 @pytest.mark.cluster
 def test_second_invocation_has_nothing_to_do(cluster_run):
-    root, run_id, _, _ = cluster_run
+    root = cluster_run.root
     before = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout
     result = subprocess.run(cluster_command(root), cwd=root, env=site_environment(), capture_output=True, text=True,
                             timeout=600)
@@ -450,3 +550,51 @@ def test_second_invocation_has_nothing_to_do(cluster_run):
     assert "Nothing to be done" in output, output[-3000:]
     assert "submitted with SLURM jobid" not in output
     assert subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout == before
+
+
+def results_snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under results/ but the report's pages and the logs (which the report job rewrites): (size, mtime)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in (root / "results").rglob("*")
+            if p.is_file() and p.relative_to(root / "results").parts[0] not in ("report", "logs")}
+
+
+@pytest.mark.cluster
+def test_snakemake_waits_for_a_controller_that_is_down(cluster_run):
+    """slurmctld down when Snakemake starts: told to wait 3 s, it stops saying what happened and what to do, having
+    submitted and touched nothing; with the default wait it waits, submits once the controller is back, and
+    remakes the one missing output, the others untouched."""
+    root = cluster_run.root
+    missing = root / "results" / "report" / "index.html"
+    missing.unlink()
+    before = results_snapshot(root)
+    assert len(before) > 100
+    assert run_script("controller-down", timeout=60).returncode == 0
+    try:
+        env = {**site_environment(), "REPRSIM_SLURM_WAIT": "3"}
+        result = subprocess.run(cluster_command(root), cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output[-3000:]
+        assert "the SLURM controller did not answer in 3 s" in output and "Nothing was submitted" in output, output[-3000:]
+        assert "submitted with SLURM jobid" not in output
+        assert results_snapshot(root) == before
+
+        log_path = root / "snakemake-outage.log"
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(cluster_command(root), cwd=root, env=site_environment(), stdout=log,
+                                       stderr=subprocess.STDOUT, text=True)
+            deadline = time.monotonic() + 300
+            while "waiting up to" not in log_path.read_text():
+                assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+                time.sleep(0.5)
+            time.sleep(5)
+            assert run_script("controller-up", timeout=60).returncode == 0
+            process.wait(timeout=600)
+    finally:
+        run_script("controller-up", timeout=60)
+    output = log_path.read_text()
+    assert process.returncode == 0, output[-4000:]
+    assert re.search(r"the SLURM controller answers after \d+ s; submitting", output), output[-3000:]
+    assert missing.stat().st_size > 10_000
+    after = results_snapshot(root)
+    assert {path: after[path] for path in before} == before  # nothing else remade or removed
