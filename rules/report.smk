@@ -1,8 +1,10 @@
 # Stage report: one figure per table (the figure registry, reprsim.stages.report.figures), then the
 # HTML report: a main page (findings, summaries) and linked detail pages, assembled from sections.
-# Captions: src/reprsim/stages/report/captions/*.rst, which the HTML report shows too.
+# Captions: src/reprsim/stages/report/captions/*.rst, which the HTML report shows too; its markup:
+# src/reprsim/stages/report/templates/ (Jinja2).
 CAPTIONS = "../src/reprsim/stages/report/captions"
 CAPTION_FILES = sorted(glob.glob(workflow_file("src/reprsim/stages/report/captions/*.rst")))
+TEMPLATE_FILES = sorted(glob.glob(workflow_file("src/reprsim/stages/report/templates/**/*.*"), recursive=True))
 # label -> measure, for grouping panels by family; sorted so that reordering the config (or a tool
 # that rewrites it) changes no figure's params and reruns nothing
 FIGURE_MEASURES = {label: config["measures"][label]["measure"] for label in sorted(config["measures"])}
@@ -343,6 +345,7 @@ rule report:
         **TARGETS,
         code=code("build_report"),
         captions=CAPTION_FILES,  # the pages show them: an edited caption rebuilds them
+        templates=TEMPLATE_FILES,  # not Python, so not among the code inputs: an edited template rebuilds the pages
     output:
         **REPORT_PAGES,
     log:

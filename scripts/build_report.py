@@ -5,7 +5,7 @@ from reprsim.stages.report.html import ReportInputs, build_report
 with tee_to_log(snakemake.log[0]):
     params = snakemake.params
     inputs = ReportInputs.from_named({name: paths for name, paths in snakemake.input.items()
-                                      if name not in ("code", "captions")},
+                                      if name not in ("code", "captions", "templates")},
                                      title=params.title, task_metrics=params.task_metrics, split=params.split,
                                      confidence=params.confidence, measures=params.measures,
                                      attention_measures=params.attention_measures,

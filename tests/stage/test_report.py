@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from reprsim.stages.report import figures  # noqa: E402
-from reprsim.stages.report.html import PAGES, ReportInputs, _paragraphs, build_report, caption  # noqa: E402
+from reprsim.stages.report.html import PAGES, ReportInputs, build_report, caption, paragraphs  # noqa: E402
 
 CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / "report" / "captions"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -349,14 +349,14 @@ def test_detail_pages_hold_the_rest(tmp_path, inputs):
 
 
 def test_captions_come_from_the_rst_files(tmp_path, inputs):
-    everything = "".join(_report(tmp_path, inputs).values())
+    everything = html.unescape("".join(_report(tmp_path, inputs).values()))
     shown = sorted(p.stem for p in CAPTIONS.glob("*.rst") if p.stem != "localization")  # no localization input
     for name in shown:
         before_placeholder = " ".join(re.split(r"\n\s*\n", _rst(name))[0].split("{{")[0].split())
-        assert html.escape(before_placeholder) in everything, name
-        for paragraph in _paragraphs(name):  # a blank line in the .rst starts a new paragraph
-            assert paragraph in everything, name
-    assert html.escape(caption("localization")) not in everything
+        assert before_placeholder in everything, name
+        for paragraph in paragraphs(name):  # a blank line in the .rst starts a new paragraph
+            assert f"<p class='caption'>{paragraph}</p>" in everything, name
+    assert caption("localization") not in everything
     # the heatmap caption names every configured measure's panels, its placeholders filled with neutral words
     assert "Every configured measure" in _rst("heatmap") and "model A (rows)" in caption("heatmap")
     assert caption("heatmap", model_a="x", model_b="y").count("x (rows)") == 1

@@ -66,7 +66,7 @@ def test_the_schema_ships_inside_the_package():
     assert SCHEMA_PATH.is_file() and SCHEMA_PATH.parent == SRC
 
 
-def test_a_built_wheel_carries_the_schema_and_the_captions(tmp_path):
+def test_a_built_wheel_carries_the_schema_the_captions_and_the_templates(tmp_path):
     """`reprsim validate` and the report read these files from the installed package, so a
     non-editable install (pip install .) must carry them."""
     import subprocess
@@ -81,6 +81,9 @@ def test_a_built_wheel_carries_the_schema_and_the_captions(tmp_path):
     assert "reprsim/schema.yaml" in names
     captions = {p.name for p in (SRC / "stages" / "report" / "captions").glob("*.rst")}
     assert captions and {f"reprsim/stages/report/captions/{c}" for c in captions} <= names
+    templates = {f"reprsim/{p.relative_to(SRC).as_posix()}" for p in (SRC / "stages" / "report" / "templates").rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts}
+    assert templates and templates <= names, sorted(templates - names)
 
 
 def test_the_measure_registry_is_torch_free():

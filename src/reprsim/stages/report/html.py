@@ -1,21 +1,24 @@
-"""The HTML report: a main page that leads with the answer, and linked detail pages.
+"""What the HTML report shows: a main page that leads with the answer, and linked detail pages.
 
 The main page (index.html) says what was compared, then the findings, the model × model summary
 per measure family and the model distances; everything per pair, per fine-tuned model and per
 aligner lives on detail pages in the same folder (relative links, figures embedded, so the folder
-can be copied anywhere). Every section is `section(inputs: ReportInputs) -> list[str]`: the HTML
-fragments of the tidy tables and figures it is given, and an empty list when it has nothing to
-show. Sections only show: whatever a table holds was computed by the stage that wrote it; a
-section may reshape a table for display (pivot, filter to the task metric, pick a median to quote),
-nothing more. Captions live once, in the `captions/*.rst` files next to this module, shared with
-`snakemake --report`.
+can be copied anywhere). This module prepares data only: every section is
+`section(inputs: ReportInputs) -> dict | None`, the tables (DataFrames), figures (`Figure`: a PNG and its
+caption), sentences and links it makes of the tidy tables it is given, and None when it has nothing to
+show. Sections only show: whatever a table holds was computed by the stage that wrote it; a section may
+reshape a table for display (pivot, filter to the task metric, pick a median to quote), nothing more.
+
+The markup lives in Jinja2 templates, in templates/ next to this module: base.html (head, style.css, the
+links between pages, footer), one <page>.html per entry of PAGES, and sections/<section>.html, one per
+section function here, given that function's data under the function's name (render.py holds the
+environment; autoescape on). Captions live once, in the `captions/*.rst` files next to this module, shared
+with `snakemake --report`.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
 import json
 import os
 import re
@@ -36,6 +39,7 @@ from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import MEASURES
 from reprsim.stages.report.figures import representation_text
+from reprsim.stages.report.render import render_page
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
 
 Paths = tuple[str, ...]
@@ -126,28 +130,35 @@ def caption(name: str, **wildcards: str) -> str:
     return " ".join(_caption_blocks(name, wildcards))
 
 
-def _paragraphs(name: str, **wildcards: str) -> list[str]:
-    """A caption file as HTML paragraphs (a blank line in the .rst starts a new one)."""
-    return [f"<p class='caption'>{html.escape(block)}</p>" for block in _caption_blocks(name, wildcards)]
+def paragraphs(name: str, **wildcards: str) -> list[str]:
+    """A caption file's paragraphs (a blank line in the .rst starts a new one), each one line of text."""
+    return _caption_blocks(name, wildcards)
 
 
-# ----------------------------------------------------------------- HTML helpers
+# ----------------------------------------------------------------- what sections hand the templates
 
 MEASURE_NAMES = {**{name: spec.label for name, spec in MEASURES.items()},
                  "linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
                  "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes", "mutual_knn": "mutual k-NN"}
 
 
-def _image(path: str | Path, text: str, alt: str | None = None, wide: bool = False) -> str:
-    """A figure, its PNG embedded, with `text` (escaped) as its caption."""
-    data = base64.b64encode(Path(path).read_bytes()).decode()
-    return (f'<figure{" class=wide" if wide else ""}><img src="data:image/png;base64,{data}" '
-            f'alt="{html.escape(alt or text)}"><figcaption>{html.escape(text)}</figcaption></figure>')
+@dataclass(frozen=True)
+class Figure:
+    """A figure to embed: its PNG, its caption (also its alt text unless `alt` is given), and whether it
+    takes the page's width."""
+
+    path: str
+    caption: str
+    alt: str = ""
+    wide: bool = False
 
 
-def _table(frame: pd.DataFrame, escape: bool = True) -> str:
-    return frame.to_html(index=False, border=0, classes="data", na_rep="–", escape=escape,
-                         float_format=lambda v: f"{v:.4g}")
+@dataclass(frozen=True)
+class Link:
+    """A relative link to another page of the report (and an anchor on it)."""
+
+    href: str
+    text: str
 
 
 def _number(value) -> str:
@@ -207,12 +218,12 @@ def _measure_name(label: str) -> str:
     return MEASURE_NAMES.get(label, label)
 
 
-def _link(inputs: ReportInputs, page: str, text: str, anchor: str = "") -> str:
-    """A relative link to another page of the report ('' when this report has no such page)."""
+def _link(inputs: ReportInputs, page: str, text: str, anchor: str = "") -> Link | None:
+    """A link to another page of the report (None when this report has no such page)."""
     target = inputs.pages.get(page)
     if not target:
-        return ""
-    return f"<a href='{html.escape(target)}{'#' + anchor if anchor else ''}'>{html.escape(text)}</a>"
+        return None
+    return Link(target + ("#" + anchor if anchor else ""), text)
 
 
 def _rows_compared(inputs: ReportInputs) -> str:
@@ -304,78 +315,60 @@ def _model_phrase(meta: Mapping) -> str:
 # ----------------------------------------------------------------- main page sections
 
 
-def header(inputs: ReportInputs) -> list[str]:
+def header(inputs: ReportInputs) -> dict:
     """The title and, in a few lines, what was compared: models, dataset and rows, measures."""
-    parts = [f"<h1>{html.escape(inputs.title)}</h1>"]
     metas = [read_meta(d) for d in inputs.models]
     datasets = [read_meta(d) for d in inputs.datasets]
     summary = read_tables(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
-    where = [f"<b>{html.escape(d['name'])}</b> ({len(d['label_names'])} classes: "
-             f"{html.escape(', '.join(map(str, d['label_names'])))})" for d in datasets]
     sizes = sorted({d["sizes"][inputs.split] for d in datasets if d["sizes"].get(inputs.split)})
     # the rows the pair tables say they used (extraction may cap a split), else the split's size
     rows = _rows_compared(inputs) or ("n = " + " or ".join(f"{n:,}" for n in sizes) + " rows" if sizes else "")
     representations = sorted(set(summary["representation"])) if "representation" in summary else []
-    sentence = [f"Compared: <b>{len(metas)} models</b>" if metas else "Compared:"]
-    if where:
-        sentence.append(f" on {', '.join(where)}")
-    if inputs.split or rows:
-        sentence.append(f", {html.escape(inputs.split + ' split' if inputs.split else 'rows')}"
-                        f"{', <b>' + rows + '</b>' if rows else ''}")
-    if representations:
-        sentence.append(f", {html.escape(', '.join(representation_text(r) for r in representations))}")
-    if inputs.measures:
-        sentence.append(f", {len(inputs.measures)} measures ("
-                        f"{html.escape(', '.join(_measure_name(m) for m in inputs.measures))})")
-    parts.append(f"<p class='lead'>{''.join(sentence)}. Similarities come with their {inputs.confidence:.0%} "
-                 "interval (half-samples of the rows) and their chance level (the measure's permutation null "
-                 "mean); findings with the interval their verdict rests on.</p>")
-    if metas:
-        parts.append("<ul class='models'>" + "".join(
-            f"<li><b>{html.escape(m['name'])}</b>: {html.escape(_model_phrase(m))}</li>" for m in metas) + "</ul>")
-    parts.append(f"<p class='meta'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by reprsim "
-                 "(versions under Provenance).</p>")
-    return parts
+    return {
+        "title": inputs.title,
+        "n_models": len(metas),
+        "datasets": [{"name": d["name"], "classes": len(d["label_names"]),
+                      "labels": ", ".join(map(str, d["label_names"]))} for d in datasets],
+        # which rows: the split (and how many of its rows), when either is known
+        "rows_of": (inputs.split + " split" if inputs.split else "rows") if inputs.split or rows else "",
+        "rows": rows,
+        "representations": ", ".join(representation_text(r) for r in representations),
+        "measures": [_measure_name(m) for m in inputs.measures],
+        "confidence": f"{inputs.confidence:.0%}",
+        "models": [{"name": m["name"], "phrase": _model_phrase(m)} for m in metas],
+        "generated": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
+    }
 
 
 MAIN_SECTIONS_TOC = [("findings", "Findings"), ("by-measure", "Every finding under every measure"), ("summary", "Model × model summary per measure family"),
                      ("distance", "Model distance and clustering"), ("provenance", "Provenance")]
 
 
-def contents(inputs: ReportInputs) -> list[str]:
+def contents(inputs: ReportInputs) -> dict:
     """Table of contents: the sections of this page, then the detail pages."""
-    present = {"findings": bool(inputs.findings), "by-measure": bool(inputs.findings_by_measure), "summary": bool(inputs.model_summary_figures),
+    present = {"findings": bool(inputs.findings), "by-measure": bool(inputs.findings_by_measure),
+               "summary": bool(inputs.model_summary_figures),
                "distance": bool(inputs.model_distance_figure or inputs.model_distances),
                "provenance": bool(inputs.datasets or inputs.models or inputs.stores)}
-    items = [f"<li><a href='#{anchor}'>{text}</a></li>" for anchor, text in MAIN_SECTIONS_TOC if present[anchor]]
-    details = [f"<li>{_link(inputs, name, page.title)}: {html.escape(page.blurb)}</li>"
-               for name, page in PAGES.items() if name != "index" and name in inputs.pages]
-    return ["<nav class='toc'><div><b>On this page</b><ol>", *items, "</ol></div>",
-            *(["<div><b>Detail pages</b><ul>", *details, "</ul></div>"] if details else []), "</nav>"]
+    return {"sections": [{"anchor": anchor, "text": text} for anchor, text in MAIN_SECTIONS_TOC if present[anchor]],
+            "details": [{"link": _link(inputs, name, page.title), "blurb": page.blurb}
+                        for name, page in PAGES.items() if name != "index" and name in inputs.pages]}
 
 
 VERDICTS = {"supported": "✓ supported", "contradicted": "✗ contradicted", "inconclusive": "? inconclusive",
             "not applicable": "– not applicable"}
 
 
-def findings(inputs: ReportInputs) -> list[str]:
+def findings(inputs: ReportInputs) -> dict | None:
     """The findings table: each claim's verdict first, its estimate with interval against its reference."""
     if not inputs.findings:
-        return []
+        return None
     table = read_tables(inputs.findings)
     counts = table["verdict"].value_counts() if not table.empty else pd.Series(dtype=int)
-    tally = " · ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
-    parts = ["<h2 id='findings'>Findings</h2>", *_paragraphs("findings")]
-    if table.empty:
-        return [*parts, "<p>No claim applies to this configuration.</p>"]
-    parts.append(f"<p class='tally'>{len(table)} claims: {html.escape(tally)}.</p>")
-    head = ("<tr><th>verdict</th><th>claim</th><th>statistic</th>"
-            f"<th>estimate [{inputs.confidence:.0%} interval]</th><th>reference</th><th>n</th><th>reason</th></tr>")
-    body = []
+    rows = []
     for row in table.itertuples(index=False):
         row = row._asdict()
         verdict = str(row.get("verdict", ""))
-        css = re.sub(r"\W+", "-", verdict)
         rests_on = " · ".join(str(row[k]) for k in ("models", "measure") if row.get(k) not in (None, "") and
                               not (isinstance(row[k], float) and np.isnan(row[k])))
         if isinstance(row.get("representation"), str) and row["representation"]:  # one row per representation
@@ -388,39 +381,34 @@ def findings(inputs: ReportInputs) -> list[str]:
         # a claim more than one measure could test: how many support it, and where it holds and fails
         holds = row.get("holds_under") if isinstance(row.get("holds_under"), str) else ""
         several = bool(holds) and not holds.endswith(" of 1")
-        across = html.escape(row["across_measures"] if isinstance(row.get("across_measures"), str) else "")
-        body.append(
-            f"<tr class='{css}'><td><span class='verdict {css}'>{html.escape(VERDICTS.get(verdict, verdict))}</span>"
-            + (f"<div class='sub'>holds under {html.escape(holds)} measures</div>" if several else "")
-            + f"</td><td class='claim'>{html.escape(str(row.get('claim', '')))}"
-            f"<div class='sub'>{html.escape(str(row.get('source', '')))}</div>"
-            + (f"<div class='sub across'>Across measures: {across}.</div>" if several and across else "") + "</td>"
-            f"<td class='statistic'>{html.escape(str(row.get('statistic', '')))}"
-            f"<div class='sub'>{html.escape(rests_on)}</div></td>"
-            f"<td class='num'>{html.escape(_with_interval(row.get('estimate'), row.get('ci_low'), row.get('ci_high')))}"
-            f"</td><td class='num'>{html.escape(reference)}</td>"
-            f"<td class='num'>{html.escape(f'{int(n):,}' if _number(n) != '–' else '–')}</td>"
-            f"<td class='reason'>{_reason(row.get('reason'))}</td></tr>")
-    return [*parts, f"<table class='findings'><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"]
+        across = row["across_measures"] if isinstance(row.get("across_measures"), str) else ""
+        reason, how = _reason(row.get("reason"))
+        rows.append({"css": re.sub(r"\W+", "-", verdict), "verdict": VERDICTS.get(verdict, verdict),
+                     "holds": holds if several else "", "claim": str(row.get("claim", "")),
+                     "source": str(row.get("source", "")), "across": across if several else "",
+                     "statistic": str(row.get("statistic", "")), "rests_on": rests_on,
+                     "estimate": _with_interval(row.get("estimate"), row.get("ci_low"), row.get("ci_high")),
+                     "reference": reference, "n": f"{int(n):,}" if _number(n) != "–" else "–",
+                     "reason": reason, "how": how})
+    return {"caption": paragraphs("findings"), "claims": len(table),
+            "tally": " · ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts),
+            "confidence": f"{inputs.confidence:.0%}", "rows": rows}
 
 
-def _reason(reason) -> str:
-    """The verdict's reason: its first clause (what the interval does against the reference) shown,
-    the rest (how the interval was built) one click away, so that a row stays a few lines tall."""
+def _reason(reason) -> tuple[str, str]:
+    """The verdict's reason as (shown, one click away): its first clause (what the interval does against the
+    reference), and the rest (how the interval was built), so that a row stays a few lines tall."""
     text = str(reason) if isinstance(reason, str) else ""
     first, _, rest = text.partition("; ")
-    if not rest:
-        return html.escape(first)
-    return f"{html.escape(first)}<details><summary>how</summary>{html.escape(rest)}</details>"
+    return first, rest
 
 
-def model_summary(inputs: ReportInputs) -> list[str]:
+def model_summary(inputs: ReportInputs) -> dict | None:
     """The model × model summary figure per dataset and representation, with n and the chance levels quoted."""
     if not inputs.model_summary_figures:
-        return []
+        return None
     summary = read_tables(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
-    parts = ["<h2 id='summary'>Model × model summary per measure family</h2>",
-             *_paragraphs("model_summary")]
+    figures = []
     for path in inputs.model_summary_figures:
         representation, dataset = Path(path).parent.name, Path(path).stem
         rows = summary
@@ -431,19 +419,16 @@ def model_summary(inputs: ReportInputs) -> list[str]:
         text = (f"{dataset}, {representation_text(representation)}, {inputs.split + ' split, ' if inputs.split else ''}{n}. "
                 f"Chance levels (permutation null means, median over pairs): {chance or 'not recorded'}. "
                 "Hatched cells: the interval does not exclude chance.")
-        parts.append(_image(path, text, alt=f"model × model summary, {dataset}, {representation_text(representation)}",
-                            wide=True))
-    more = _link(inputs, "pairs", "Similarity per model pair")
-    if more:
-        parts.append(f"<p class='more'>Layer × layer heatmaps of every measure for every pair, and this summary "
-                     f"as a table with warnings: {more}.</p>")
-    return parts
+        figures.append(Figure(path, text, alt=f"model × model summary, {dataset}, {representation_text(representation)}",
+                              wide=True))
+    return {"caption": paragraphs("model_summary"), "figures": figures,
+            "pairs": _link(inputs, "pairs", "Similarity per model pair")}
 
 
-def _distance_matrices(distances: pd.DataFrame) -> list[str]:
+def _distance_matrices(distances: pd.DataFrame) -> list[dict]:
     """One model × model table per dataset, representation, measure and depth: 'distance [low, high]'."""
     keys = [k for k in ("dataset", "representation", "measure", "depth") if k in distances]
-    parts = []
+    matrices = []
     for key, rows in distances.groupby(keys, sort=True):
         key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
         cells = rows.assign(cell=[
@@ -453,85 +438,70 @@ def _distance_matrices(distances: pd.DataFrame) -> list[str]:
                 rows.get("ci_high", pd.Series(np.nan, index=rows.index)))])
         matrix = cells.pivot(index="model_a", columns="model_b", values="cell")
         matrix.columns.name = None
-        where = ", ".join(str(key[k]) for k in ("dataset", "representation") if k in key)
-        parts += [f"<h3>Models with {int(key['depth'])} blocks ({html.escape(str(key.get('measure', '')))}"
-                  f"{'; ' + html.escape(where) if where else ''})</h3>",
-                  _table(matrix.rename_axis("model").reset_index())]
-    return parts
+        matrices.append({"depth": int(key["depth"]), "measure": str(key.get("measure", "")),
+                         "where": ", ".join(str(key[k]) for k in ("dataset", "representation") if k in key),
+                         "table": matrix.rename_axis("model").reset_index()})
+    return matrices
 
 
-def model_distance(inputs: ReportInputs) -> list[str]:
+def model_distance(inputs: ReportInputs) -> dict | None:
     """The model-distance figure (matrix and dendrogram), and its table with intervals, per depth."""
     if not inputs.model_distance_figure and not inputs.model_distances:
-        return []
-    parts = ["<h2 id='distance'>Model distance and clustering</h2>",
-             *_paragraphs("model_distance")]
+        return None
+    figures = []
     if inputs.model_distance_figure:
         rows = _rows_compared(inputs) or "n in the pair tables"
-        parts += [_image(p, f"Model distance between models of equal depth ({rows}); chance (red): the "
-                            "distance two models would have with every layer at CKA's chance level.",
-                         alt="model distance matrices and dendrograms", wide=True)
-                  for p in inputs.model_distance_figure]
-    if inputs.model_distances:
-        parts += [f"<p class='caption'>Model distance [{inputs.confidence:.0%} interval] (radians):</p>",
-                  *_distance_matrices(read_tables(inputs.model_distances))]
-    return parts
+        figures = [Figure(p, f"Model distance between models of equal depth ({rows}); chance (red): the "
+                             "distance two models would have with every layer at CKA's chance level.",
+                          alt="model distance matrices and dendrograms", wide=True)
+                   for p in inputs.model_distance_figure]
+    return {"caption": paragraphs("model_distance"), "figures": figures, "confidence": f"{inputs.confidence:.0%}",
+            "matrices": _distance_matrices(read_tables(inputs.model_distances)) if inputs.model_distances else []}
 
 
-def provenance(inputs: ReportInputs) -> list[str]:
+def provenance(inputs: ReportInputs) -> dict | None:
     """Datasets, models, stores and versions, collapsed: they matter for reproducing, not for reading."""
     tables = []
     if inputs.datasets:
-        tables += ["<h3>Datasets</h3>", _table(datasets_table(inputs.datasets))]
+        tables.append({"title": "Datasets", "table": datasets_table(inputs.datasets)})
     if inputs.models:
-        tables += ["<h3>Models</h3>", _table(models_table(inputs.models))]
+        tables.append({"title": "Models", "table": models_table(inputs.models)})
     if inputs.stores:
-        tables += ["<h3>Activation stores</h3>", _table(stores_table(inputs.stores))]
+        tables.append({"title": "Activation stores", "table": stores_table(inputs.stores)})
     if not tables:
-        return []
-    return ["<h2 id='provenance'>Provenance</h2>",
-            "<details><summary>Datasets, models, activation stores and versions</summary>",
-            *_paragraphs("workflow"), *tables,
-            f"<p class='meta'>versions: {html.escape(json.dumps(versions()))}</p></details>"]
+        return None
+    return {"caption": paragraphs("workflow"), "tables": tables, "versions": json.dumps(versions())}
 
 
 # ----------------------------------------------------------------- detail pages
 
 
-def pair_details(inputs: ReportInputs) -> list[str]:
+def pair_details(inputs: ReportInputs) -> dict | None:
     """Per model pair: the pair summary table, then every pair's heatmaps, with an index of pairs."""
     if not inputs.heatmaps and not inputs.pair_summary:
-        return []
-    parts = []
-    if inputs.heatmaps:
-        links = [f"<a href='#{_anchor('pair', *_pair_parts(p))}'>{html.escape(_pair_parts(p)[2])} vs "
-                 f"{html.escape(_pair_parts(p)[3])}</a>" for p in inputs.heatmaps]
-        parts.append(f"<nav class='pairs'><b>Pairs:</b> {' · '.join(links)}</nav>")
+        return None
+    summary = None
     if inputs.pair_summary:
-        summary = read_tables(inputs.pair_summary)
-        if not summary.empty:
-            parts += ["<h2 id='pair-summary'>Summary per model pair (mean over matching layers)</h2>",
-                      *_paragraphs("pair_summary"),
-                      "<details><summary>The table: one row per pair, measure and direction "
-                      f"({len(summary)} rows)</summary>", _table(_pair_summary_display(summary, inputs)),
-                      "</details>"]
+        table = read_tables(inputs.pair_summary)
+        if not table.empty:
+            summary = {"caption": paragraphs("pair_summary"), "rows": len(table),
+                       "table": _pair_summary_display(table, inputs)}
+    localization = []
     if inputs.localization_figure:
         rows = _rows_compared(inputs) or "n in the pair tables"
-        parts += ["<h2 id='localization'>Localization</h2>",
-                  *[_image(p, f"{caption('localization')} {rows}; the score has no permutation null of its "
-                              "own: 0 = neuron-level and distributed similarity agree.", alt="localization",
-                           wide=False) for p in inputs.localization_figure]]
-    if inputs.heatmaps:
-        parts += ["<h2 id='heatmaps'>Layer-by-layer similarity</h2>", *_paragraphs("heatmap")]
-        for path in inputs.heatmaps:
-            representation, dataset, a, b = _pair_parts(path)
-            parts += [f"<h3 id='{_anchor('pair', representation, dataset, a, b)}'>{html.escape(a)} vs "
-                      f"{html.escape(b)} <span class='sub'>{html.escape(representation_text(representation))}, "
-                      f"{html.escape(dataset)}</span></h3>",
-                      _image(path, f"{_pair_label(path)}; n and each measure's chance level in the panel titles; "
-                                   "hatched cells: the interval does not exclude chance.",
-                             alt=_pair_label(path), wide=True)]
-    return parts
+        localization = [Figure(p, f"{caption('localization')} {rows}; the score has no permutation null of its "
+                                  "own: 0 = neuron-level and distributed similarity agree.", alt="localization",
+                               wide=False) for p in inputs.localization_figure]
+    heatmaps = []
+    for path in inputs.heatmaps:
+        representation, dataset, a, b = _pair_parts(path)
+        heatmaps.append({"anchor": _anchor("pair", representation, dataset, a, b), "a": a, "b": b,
+                         "where": f"{representation_text(representation)}, {dataset}",
+                         "figure": Figure(path, f"{_pair_label(path)}; n and each measure's chance level in the panel "
+                                                "titles; hatched cells: the interval does not exclude chance.",
+                                          alt=_pair_label(path), wide=True)})
+    return {"summary": summary, "localization": localization, "heatmaps": heatmaps,
+            "heatmap_caption": paragraphs("heatmap") if heatmaps else []}
 
 
 def _pair_summary_display(summary: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
@@ -577,93 +547,87 @@ def _n_of(paths: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def finetuned(inputs: ReportInputs) -> list[str]:
+def finetuned(inputs: ReportInputs) -> dict | None:
     """Per fine-tuned model its truncation curve, skip map and layer views; block structure; truncation scores."""
     if not (inputs.truncation_figures or inputs.layer_view_figures or inputs.layer_blocks
             or inputs.truncation_tables or inputs.skip_figures):
-        return []
+        return None
     truncation, views = _by_model(inputs.truncation_figures), _by_model(inputs.layer_view_figures)
     skipped = _by_model(inputs.skip_figures)
     majority = _majority(inputs)
     n_truncation, n_skip, n_views = (_n_of(inputs.truncation_tables), _n_of(inputs.skip_tables),
                                      _n_of(inputs.layer_views))
-    models = sorted(set(truncation) | set(views) | set(skipped))
-    parts = []  # the page's title names the section; each model gets its own heading
-    if models:
-        parts.append("<nav class='pairs'><b>Models:</b> " + " · ".join(
-            f"<a href='#{_anchor('model', m)}'>{html.escape(m)}</a>" for m in models) + "</nav>")
-    parts += [*(_paragraphs("truncation") if truncation else []), *(_paragraphs("skip") if skipped else []),
-              *(_paragraphs("layer_views") if views else [])]
-    for model in models:
+    models = []  # the page's title names the section; each model gets its own heading
+    for model in sorted(set(truncation) | set(views) | set(skipped)):
         chance = (f"chance: the majority class, {majority[model]:.3f}" if model in majority
                   else "chance: the majority class (no truncation table)")
         figures = []
         if model in truncation:
             n = n_truncation.get(model, "n in the axis label")
-            figures.append(_image(truncation[model], f"{model}: truncation; {n}; {chance} (dotted line)."))
+            figures.append(Figure(truncation[model], f"{model}: truncation; {n}; {chance} (dotted line)."))
         if model in skipped:
-            figures.append(_image(skipped[model], f"{model}: skipping blocks; {n_skip.get(model, 'n in the title')}; "
+            figures.append(Figure(skipped[model], f"{model}: skipping blocks; {n_skip.get(model, 'n in the title')}; "
                                                   f"{chance}."))
         if model in views:
-            figures.append(_image(views[model], f"{model}: linear CKA between layers; "
+            figures.append(Figure(views[model], f"{model}: linear CKA between layers; "
                                                 f"{n_views.get(model, 'n in the title')}; chance level: the "
                                                 "permutation null of every cell (its range in each panel's title; "
                                                 "× where the 95% interval does not exclude it).", wide=True))
-        parts += [f"<h2 id='{_anchor('model', model)}'>{html.escape(model)}</h2>", "<div class='grid'>", *figures,
-                  "</div>"]
-    if inputs.layer_blocks:
-        parts += ["<h2 id='blocks'>Block structure</h2>", *_paragraphs("layer_blocks"),
-                  _table(read_tables(inputs.layer_blocks))]
+        models.append({"name": model, "anchor": _anchor("model", model), "figures": figures})
+    truncation_scores = None
     if inputs.truncation_tables:
         scores = _task_metric_rows(read_tables(inputs.truncation_tables), "model", inputs.task_metrics)
         wide = scores.pivot_table(index=["model", "metric", "mode"], columns="layer", values="value")
         wide.columns = ["majority" if layer < 0 else f"layer {layer}" for layer in wide.columns]
-        parts += ["<h2 id='truncation-scores'>Truncation scores</h2>", _table(wide.reset_index())]
-    return parts
+        truncation_scores = wide.reset_index()
+    return {"models": models,
+            "caption": [*(paragraphs("truncation") if truncation else []), *(paragraphs("skip") if skipped else []),
+                        *(paragraphs("layer_views") if views else [])],
+            "blocks": ({"caption": paragraphs("layer_blocks"), "table": read_tables(inputs.layer_blocks)}
+                       if inputs.layer_blocks else None),
+            "truncation_scores": truncation_scores}
 
 
-def aligners(inputs: ReportInputs) -> list[str]:
+def aligners(inputs: ReportInputs) -> dict | None:
     """Ren et al. (2023): synthetic recovery (Table 3), aligners between models (Table 4 and their
     figures), layer injection (Table 5)."""
     if not (inputs.synthetic_tables or inputs.aligner_tables or inputs.aligner_figures or inputs.injection_tables):
-        return []
-    parts = []
+        return None
+    section = {"synthetic": None, "between_models": bool(inputs.aligner_tables or inputs.aligner_figures),
+               "summary": None, "figures": None, "injection": None}
     if inputs.synthetic_tables:
         synthetic = read_tables(inputs.synthetic_tables)
         synthetic = synthetic[synthetic["role"] == "score"] if "role" in synthetic else synthetic
         wide = synthetic.pivot_table(index=["dataset", "model", "layer", "map_seed"], columns="aligner",
                                      values="rel_error", sort=False)
         wide.columns.name = None
-        parts += ["<h2 id='synthetic'>Synthetic recovery (Table 3)</h2>", *_paragraphs("synthetic"),
-                  _table(wide.reset_index())]
-    if inputs.aligner_tables or inputs.aligner_figures:
-        parts.append("<h2 id='between-models'>Aligners between models (Table 4)</h2>")
+        section["synthetic"] = {"caption": paragraphs("synthetic"), "table": wide.reset_index()}
     if inputs.aligner_tables:
         scored = read_tables(inputs.aligner_tables)
         scored = scored[scored["role"] == "score"]
         wide = scored.pivot_table(index=["dataset", "model_a", "model_b", "direction", "split"], columns="aligner",
                                   values="rel_error", aggfunc="mean", sort=False)
         wide.columns.name = None
-        parts += [*_paragraphs("aligner_summary"), _table(wide.reset_index())]
+        section["summary"] = {"caption": paragraphs("aligner_summary"), "table": wide.reset_index()}
     if inputs.aligner_figures:
         tables = {Path(p).stem: p for p in inputs.aligner_tables}
-        parts += _paragraphs("aligners")
+        figures = []
         for path in inputs.aligner_figures:
             n = ""
             if Path(path).stem in tables:
                 scored = read_table(tables[Path(path).stem])
                 scored = scored[scored["role"] == "score"]
                 n = f"; n = {int(scored['n'].iloc[0]):,} {scored['split'].iloc[0]} rows" if not scored.empty else ""
-            parts.append(_image(path, f"{_pair_label(path)}{n}; no chance level is computed for aligner errors "
-                                      "(0 = an exact map).", wide=True))
+            figures.append(Figure(path, f"{_pair_label(path)}{n}; no chance level is computed for aligner errors "
+                                        "(0 = an exact map).", wide=True))
+        section["figures"] = {"caption": paragraphs("aligners"), "figures": figures}
     if inputs.injection_tables:
         injected = read_tables(inputs.injection_tables)
         wide = _task_metric_rows(injected, "target", inputs.task_metrics).pivot_table(
             index=["dataset", "source", "target", "metric"], columns="method", values="value", sort=False)
         wide.columns.name = None
-        parts += ["<h2 id='injection'>Layer injection (Table 5)</h2>", *_paragraphs("injection"),
-                  _table(wide.reset_index())]
-    return parts
+        section["injection"] = {"caption": paragraphs("injection"), "table": wide.reset_index()}
+    return section
 
 
 def _attention_display(table: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
@@ -686,11 +650,11 @@ def _attention_display(table: pd.DataFrame, inputs: ReportInputs) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def attention_section(inputs: ReportInputs) -> list[str]:
+def attention_section(inputs: ReportInputs) -> dict | None:
     """Attention similarity (Wu et al. 2020): matching layers along depth, the layer x layer heatmaps per
     pair, the head x head detail, and the matching-layer values as a table."""
     if not inputs.attention:
-        return []
+        return None
     table = read_tables(inputs.attention)
 
     def sentences(dataset: str, *pair: str) -> str:
@@ -703,43 +667,44 @@ def attention_section(inputs: ReportInputs) -> list[str]:
         low, high = counts.min(), counts.max()
         return f"n = {low} sentences" if low == high else f"n = {low}–{high} sentences"
 
-    parts = ["<h2 id='attention-layers'>Matching layers along depth</h2>", *_paragraphs("attention_layers")]
-    parts += [_image(p, f"{Path(p).stem}: attention similarity of matching layers, {sentences(Path(p).stem)}; band = "
-                        "interval, dotted = chance level.", alt=f"attention similarity along depth, {Path(p).stem}",
-                     wide=True)
-              for p in inputs.attention_layer_figures]
+    section = {"caption": paragraphs("attention_layers"), "table": None, "heatmaps": None, "heads": None}
+    section["figures"] = [
+        Figure(p, f"{Path(p).stem}: attention similarity of matching layers, {sentences(Path(p).stem)}; band = "
+                  "interval, dotted = chance level.", alt=f"attention similarity along depth, {Path(p).stem}",
+               wide=True)
+        for p in inputs.attention_layer_figures]
     if not table.empty:
         shown = _attention_display(table, inputs)
-        parts += ["<details><summary>The matching layers as a table "
-                  f"({len(shown)} rows)</summary>", _table(shown), "</details>"]
+        section["table"] = {"rows": len(shown), "table": shown}
     if inputs.attention_heatmaps:
-        parts += ["<h2 id='attention-heatmaps'>Every layer pair</h2>", *_paragraphs("attention_heatmap")]
+        pairs = []
         for path in inputs.attention_heatmaps:
             _, dataset, a, b = _pair_parts(path)
-            parts += [f"<h3 id='{_anchor('attention', dataset, a, b)}'>{html.escape(a)} vs {html.escape(b)} "
-                      f"<span class='sub'>attention, {html.escape(dataset)}</span></h3>",
-                      _image(path, f"{a} vs {b}, {dataset}: attention similarity of every layer pair, "
-                                   f"{sentences(dataset, a, b)}; chance in the panel titles; hatched: the interval "
-                                   "does not exclude chance.",
-                             alt=f"attention heatmaps {a} vs {b}", wide=True)]
+            pairs.append({"anchor": _anchor("attention", dataset, a, b), "a": a, "b": b, "dataset": dataset,
+                          "figure": Figure(path, f"{a} vs {b}, {dataset}: attention similarity of every layer pair, "
+                                                 f"{sentences(dataset, a, b)}; chance in the panel titles; hatched: "
+                                                 "the interval does not exclude chance.",
+                                           alt=f"attention heatmaps {a} vs {b}", wide=True)})
+        section["heatmaps"] = {"caption": paragraphs("attention_heatmap"), "pairs": pairs}
     if inputs.attention_head_figures:
-        parts += ["<h2 id='attention-heads'>Head by head</h2>", *_paragraphs("attention_heads")]
+        figures = []
         for path in inputs.attention_head_figures:
             _, dataset, a, b = _pair_parts(path.replace(".heads.png", ".png"))
-            parts.append(_image(path, f"{a} vs {b}, {dataset}: every head against every head in the chosen layer "
-                                      f"pairs, {sentences(dataset, a, b)}; outlined: each head's best match (its "
-                                      "chance level: the layer pair's in the heatmaps above).",
-                                alt=f"heads {a} vs {b}", wide=True))
-    return parts
+            figures.append(Figure(path, f"{a} vs {b}, {dataset}: every head against every head in the chosen layer "
+                                        f"pairs, {sentences(dataset, a, b)}; outlined: each head's best match (its "
+                                        "chance level: the layer pair's in the heatmaps above).",
+                                  alt=f"heads {a} vs {b}", wide=True))
+        section["heads"] = {"caption": paragraphs("attention_heads"), "figures": figures}
+    return section
 
 
-def token_section(inputs: ReportInputs) -> list[str]:
+def token_section(inputs: ReportInputs) -> dict | None:
     """Token-level minibatch CKA (Brown et al. 2023) of the configured pairs, as a table."""
     if not inputs.token_tables:
-        return []
+        return None
     table = read_tables(inputs.token_tables)
     if table.empty:
-        return []
+        return None
     shown = pd.DataFrame({"dataset": table["dataset"], "pair": table["model_a"] + " vs " + table["model_b"],
                           "layers": table["layer_a"].astype(str) + " / " + table["layer_b"].astype(str),
                           f"minibatch CKA [{inputs.confidence:.0%} interval]": [
@@ -748,12 +713,7 @@ def token_section(inputs: ReportInputs) -> list[str]:
                           "chance": table["null_mean"].map(_number),
                           "beyond chance": table["beyond_chance"].map({True: "yes", False: "no"}).fillna("–"),
                           "n (tokens)": table["n"]})
-    return ["<h2 id='tokens'>Token level (minibatch CKA)</h2>",
-            "<p class='caption'>Unbiased linear CKA over every token of the similarity split, accumulated over "
-            "batches (Brown et al. 2023), for models that tokenise identically. Chance: the same with one model's "
-            "batches shifted against the other's; interval: half-samples of batches.</p>",
-            "<details><summary>Every layer pair "
-            f"({len(shown)} rows)</summary>", _table(shown), "</details>"]
+    return {"rows": len(shown), "table": shown}
 
 
 def _layers_text(row) -> str:
@@ -798,12 +758,12 @@ def _stitching_display(table: pd.DataFrame, inputs: ReportInputs) -> pd.DataFram
         "steps": table["steps"], "n": table["n"]})
 
 
-def stitching_section(inputs: ReportInputs) -> list[str]:
+def stitching_section(inputs: ReportInputs) -> dict | None:
     """Model stitching (Bansal et al. 2021; Brown et al. 2023): what it measures, identity stitching beside
     CKA per dataset, the penalty figure of every model pair, the asymmetry of every pair (a → b against
     b → a, per matched cell, with intervals from the shared half-samples) and the whole table."""
     if not (inputs.stitching or inputs.stitch_figures or inputs.stitching_figures):
-        return []
+        return None
     table = read_tables(inputs.stitching) if inputs.stitching else pd.DataFrame()
     asymmetry = (stitching_asymmetry(table, read_tables(inputs.stitching_replicates), inputs.confidence)
                  if inputs.stitching_replicates and not table.empty else pd.DataFrame())
@@ -811,9 +771,12 @@ def stitching_section(inputs: ReportInputs) -> list[str]:
            ("stitching-pairs", "Per model pair", bool(inputs.stitch_figures)),
            ("stitching-asymmetry", "Asymmetry", not asymmetry.empty),
            ("stitching-table", "The stitching table", not table.empty)]
-    links = [f"<a href='#{anchor}'>{text}</a>" for anchor, text, shown in toc if shown]
-    parts = [f"<nav class='pairs'><b>On this page:</b> {' · '.join(links)}</nav>",
-             *_paragraphs("stitching")]
+    section = {"contents": [{"anchor": anchor, "text": text} for anchor, text, shown in toc if shown],
+               "caption": paragraphs("stitching"), "summary": None, "pairs": None,
+               "asymmetry": None if asymmetry.empty else _asymmetry_display(asymmetry, inputs),
+               # the asymmetry needs the replicates: say so when the stitching table came without them
+               "no_replicates": asymmetry.empty and bool(inputs.stitching) and not inputs.stitching_replicates,
+               "table": None if table.empty else {"rows": len(table), "table": _stitching_display(table, inputs)}}
 
     def evaluated(rows: pd.DataFrame) -> str:
         if rows.empty:
@@ -822,53 +785,30 @@ def stitching_section(inputs: ReportInputs) -> list[str]:
         return f"n = {' or '.join(f'{n:,}' for n in counts)} {rows['split'].iloc[0]} rows"
 
     if inputs.stitching_figures:
-        parts += ["<h2 id='stitching-summary'>Stitching beside CKA</h2>", *_paragraphs("stitching_summary")]
+        figures = []
         for path in inputs.stitching_figures:
             dataset = Path(path).stem
             rows = table[table["dataset"] == dataset] if not table.empty else table
-            parts.append(_image(path, f"{dataset}: stitching penalty against the layer of f (left; {evaluated(rows)}; "
-                                      "band = interval; penalty at chance in the panel title) and CKA at matching "
-                                      "layers (right; dotted = chance level).",
-                                alt=f"stitching beside CKA, {dataset}", wide=True))
+            figures.append(Figure(path, f"{dataset}: stitching penalty against the layer of f (left; {evaluated(rows)}; "
+                                        "band = interval; penalty at chance in the panel title) and CKA at matching "
+                                        "layers (right; dotted = chance level).",
+                                  alt=f"stitching beside CKA, {dataset}", wide=True))
+        section["summary"] = {"caption": paragraphs("stitching_summary"), "figures": figures}
     if inputs.stitch_figures:
-        parts += ["<h2 id='stitching-pairs'>Per model pair</h2>", *_paragraphs("stitch_penalties")]
-        pairs = [(Path(p).parent.name, *Path(p).stem.split("__", 1), p) for p in inputs.stitch_figures]
-        parts.append("<nav class='pairs'><b>Pairs:</b> " + " · ".join(
-            f"<a href='#{_anchor('stitch', d, a, b)}'>{html.escape(a)} and {html.escape(b)}</a>" for d, a, b, _ in pairs)
-            + "</nav>")
-        for dataset, a, b, path in pairs:
+        pairs = []
+        for path in inputs.stitch_figures:
+            dataset, (a, b) = Path(path).parent.name, Path(path).stem.split("__", 1)
             rows = table[(table["dataset"] == dataset) & table["model_a"].isin([a, b]) & table["model_b"].isin([a, b])] \
                 if not table.empty else table
-            parts += [f"<h3 id='{_anchor('stitch', dataset, a, b)}'>{html.escape(a)} and {html.escape(b)} "
-                      f"<span class='sub'>{html.escape(dataset)}</span></h3>",
-                      _image(path, f"{a} and {b}, stitched both ways, {dataset}; {evaluated(rows)}; positive penalty = "
-                                   "worse than the top model alone; hatched (or hollow): the interval contains 0; the "
-                                   "penalty at chance in the figure title.",
-                             alt=f"stitching penalties {a} and {b}", wide=True)]
-    if not asymmetry.empty:
-        parts += ["<h2 id='stitching-asymmetry'>Asymmetry: a → b against b → a</h2>",
-                  "<p class='caption'>For every pair of distinct models stitched both ways, the cells matched across "
-                  "directions: a into b from a's layer l into b's layer m, against b into a from m into l, per map φ, "
-                  "in the task's main metric. The difference is computed on each half-sample of the evaluation rows "
-                  "(the same rows in every stitching job of a dataset), which gives its interval; the last row of a "
-                  "pair and map is the mean over its matched cells. A positive difference: feeding a into b costs "
-                  "more than feeding b into a (Brown et al. 2023, §3).</p>",
-                  _table(_asymmetry_display(asymmetry, inputs))]
-    elif inputs.stitching and not inputs.stitching_replicates:
-        parts.append("<p class='caption'>No stitching replicates were given: the asymmetry table needs them.</p>")
-    if not table.empty:
-        parts += ["<h2 id='stitching-table'>The stitching table</h2>",
-                  f"<details><summary>Every layer pair, map, seed and metric ({len(table)} rows)</summary>",
-                  "<p class='caption'>stitched: the stitched model's score; chance: its score with predictions and "
-                  "targets re-paired; g alone: the top model's own score; penalty: g alone − stitched (stitched − "
-                  "g alone for cross-entropy); self-stitch: f into itself at the same layer with the same map; "
-                  "excess penalty: the penalty minus f's self-stitch penalty; steps: training steps of φ "
-                  "(0 for the identity).</p>",
-                  _table(_stitching_display(table, inputs)), "</details>"]
-    return parts
+            pairs.append({"anchor": _anchor("stitch", dataset, a, b), "a": a, "b": b, "dataset": dataset,
+                          "figure": Figure(path, f"{a} and {b}, stitched both ways, {dataset}; {evaluated(rows)}; "
+                                                 "positive penalty = worse than the top model alone; hatched (or "
+                                                 "hollow): the interval contains 0; the penalty at chance in the "
+                                                 "figure title.",
+                                           alt=f"stitching penalties {a} and {b}", wide=True)})
+        section["pairs"] = {"caption": paragraphs("stitch_penalties"), "pairs": pairs}
+    return section
 
-
-# ----------------------------------------------------------------- pages
 
 # ----------------------------------------------------------------- which measure to believe
 
@@ -905,70 +845,56 @@ def _discordance_sentence(row) -> str:
             .replace(f" than {row.pair_2} ", " ", 1))
 
 
-def by_measure(inputs: ReportInputs) -> list[str]:
+def by_measure(inputs: ReportInputs) -> dict | None:
     """The claim × measure matrix of verdict badges (claims more than one measure could test), and the
     strongest discordant orderings in words."""
     if not inputs.findings_by_measure:
-        return []
+        return None
     table = read_tables(inputs.findings_by_measure)
     table = table[table["family"] != ""]  # the pair-table measures (claims about function have none)
-    parts = ["<h2 id='by-measure'>Every finding under every measure</h2>", *_paragraphs("findings_by_measure")]
+    section = {"caption": paragraphs("findings_by_measure"), "empty": table.empty}
     if table.empty:
-        return [*parts, "<p>No claim here reads the similarity measures.</p>"]
+        return section
     labels = list(dict.fromkeys(inputs.measures)) or list(dict.fromkeys(table["measure"]))
     labels = [label for label in labels if label in set(table["measure"])]
     doubtful = set(table.loc[table["grounding_failed"] != "", "measure"])
-    head = "".join(f"<th>{html.escape(_measure_name(label))}{'†' if label in doubtful else ''}</th>"
-                   for label in labels)
-    body = []
-    for (claim, representation), rows in table.groupby(["claim", "representation"], sort=False):
-        verdicts = dict(zip(rows["measure"], rows["verdict"]))
+    rows = []
+    for (claim, representation), group in table.groupby(["claim", "representation"], sort=False):
+        verdicts = dict(zip(group["measure"], group["verdict"]))
         if all(v == "not applicable" for v in verdicts.values()):
             continue
-        estimates = {r.measure: _with_interval(r.estimate, r.ci_low, r.ci_high) for r in rows.itertuples()}
-        cells = "".join(
-            f"<td title='{html.escape(estimates.get(label, ''))}'><span class='verdict "
-            f"{re.sub(r'[^a-z]+', '-', verdicts.get(label, 'not applicable'))}'>"
-            f"{BADGES.get(verdicts.get(label, 'not applicable'), '–')}</span></td>" for label in labels)
-        body.append(f"<tr><td class='claim'>{html.escape(claim)}<div class='sub'>"
-                    f"{html.escape(representation_text(representation))}</div></td>{cells}</tr>")
-    parts.append(f"<table class='matrix'><thead><tr><th>claim</th>{head}</tr></thead><tbody>{''.join(body)}"
-                 "</tbody></table>")
-    note = ("✓ supported, ✗ contradicted, ? inconclusive, – not applicable (each measure's own interval; hover a "
-            "badge for its estimate).")
-    if doubtful:
-        note += " †: the measure failed a grounding test in this configuration (see " + (
-            _link(inputs, "measures", "Which measure?") or "the measures page") + ")."
-    parts.append(f"<p class='caption'>{note}</p>")
+        estimates = {r.measure: _with_interval(r.estimate, r.ci_low, r.ci_high) for r in group.itertuples()}
+        cells = []
+        for label in labels:
+            verdict = verdicts.get(label, "not applicable")
+            cells.append({"estimate": estimates.get(label, ""), "css": re.sub(r"[^a-z]+", "-", verdict),
+                          "badge": BADGES.get(verdict, "–")})
+        rows.append({"claim": claim, "representation": representation_text(representation), "cells": cells})
+    section.update(measures=[{"name": _measure_name(label), "doubtful": label in doubtful} for label in labels],
+                   rows=rows, doubtful=bool(doubtful), measures_page=_link(inputs, "measures", "Which measure?"),
+                   discordance=None)
     if inputs.discordance:
         discordant = read_tables(inputs.discordance)
-        if len(discordant):
-            # the strongest for each of the first few orderings of two model pairs (not one ordering three times)
-            shown = (discordant.sort_values("strength", ascending=False, kind="stable")
-                     .drop_duplicates(["pair_1", "pair_2"]).head(3))
-            parts.append(f"<p><b>Where the measures disagree</b> ({len(discordant)} orderings of two model pairs "
-                         "that two measures reverse, both intervals excluding 0; the strongest for each of "
-                         f"{len(shown)} pairs of model pairs):</p><ul>")
-            parts += [f"<li>{html.escape(_discordance_sentence(row))}.</li>" for row in shown.itertuples()]
-            parts.append("</ul>")
-            more = _link(inputs, "measures", "Which measure?", "agreement")
-            if more:
-                parts.append(f"<p class='more'>Every pair of measures' agreement and every discordant ordering: "
-                             f"{more}.</p>")
-        else:
-            parts.append("<p>No two measures order two model pairs oppositely with both intervals excluding 0.</p>")
-    return parts
+        # the strongest for each of the first few orderings of two model pairs (not one ordering three times)
+        shown = (discordant.sort_values("strength", ascending=False, kind="stable")
+                 .drop_duplicates(["pair_1", "pair_2"]).head(3)) if len(discordant) else discordant
+        section["discordance"] = {"count": len(discordant), "pairs": len(shown),
+                                  "sentences": [_discordance_sentence(row) for row in shown.itertuples()],
+                                  "agreement": _link(inputs, "measures", "Which measure?", "agreement")}
+    return section
 
 
-def agreement_section(inputs: ReportInputs) -> list[str]:
+def agreement_section(inputs: ReportInputs) -> dict | None:
     """The measures' rank agreement (figure and table) and every discordant ordering (the strongest first)."""
     if not inputs.measure_agreement:
-        return []
-    parts = ["<h2 id='agreement'>Do the measures agree?</h2>", *_paragraphs("measure_agreement")]
+        return None
+    section = {"caption": paragraphs("measure_agreement"), "figures": [], "table": None, "discordance": None,
+               "confidence": f"{inputs.confidence:.0%}"}
     for path in inputs.measure_agreement_figure:
         rows = _rows_compared(inputs) or "n in the pair tables"
-        parts.append(_image(path, f"Kendall τ_b between every two measures ({rows}); chance: 0 (unrelated "
-                                  "orders); hatched: the interval contains 0.", alt="measure × measure rank agreement", wide=True))
+        section["figures"].append(Figure(path, f"Kendall τ_b between every two measures ({rows}); chance: 0 (unrelated "
+                                               "orders); hatched: the interval contains 0.",
+                                         alt="measure × measure rank agreement", wide=True))
     table = read_tables(inputs.measure_agreement)
     if len(table):
         shown = []
@@ -983,93 +909,69 @@ def agreement_section(inputs: ReportInputs) -> list[str]:
                           "Kendall τ_b": _with_interval(row.estimate, row.ci_low, row.ci_high),
                           "Spearman ρ": (_with_interval(*spearman[["estimate", "ci_low", "ci_high"]].iloc[0])
                                          if len(spearman) else "–")})
-        parts.append(f"<details><summary>every pair of measures ({len(shown)} rows, "
-                     f"{inputs.confidence:.0%} intervals)</summary>{_table(pd.DataFrame(shown))}</details>")
+        section["table"] = {"rows": len(shown), "table": pd.DataFrame(shown)}
     if inputs.discordance:
         discordant = read_tables(inputs.discordance)
-        parts.append(f"<h3>Discordant orderings <span class='sub'>{len(discordant)} in all</span></h3>")
-        if len(discordant):
-            parts.append("<ul>" + "".join(f"<li>{html.escape(_discordance_sentence(row))}.</li>"
-                                          for row in discordant.head(15).itertuples()) + "</ul>")
-            if len(discordant) > 15:
-                parts.append(f"<p class='more'>The {len(discordant) - 15} others: "
-                             "results/tables/discordant_orderings.parquet.</p>")
-        else:
-            parts.append("<p>None: no two measures order two model pairs oppositely with both intervals "
-                         "excluding 0.</p>")
-    return parts
+        section["discordance"] = {"count": len(discordant),
+                                  "sentences": [_discordance_sentence(row) for row in discordant.head(15).itertuples()],
+                                  "others": max(0, len(discordant) - 15)}
+    return section
 
 
 def _test_name(test: str, variant: str) -> str:
     return TEST_NAMES.get((test, variant), f"{test} {variant}")
 
 
-def which_measure(inputs: ReportInputs) -> list[str]:
+def which_measure(inputs: ReportInputs) -> dict | None:
     """The measure × test matrix (score [interval], rank), and for each test the measures whose interval is above
     its chance level and those whose interval is not; tests that could not run, and why."""
     if not inputs.measure_tests:
-        return []
+        return None
     table = pd.read_parquet(inputs.measure_tests[0])
-    parts = ["<h2 id='which-measure'>Every measure on every test these models allow</h2>", *_paragraphs("measure_tests")]
+    section = {"caption": paragraphs("measure_tests"), "empty": table.empty}
     if table.empty:
-        return parts + ["<p>No test could run on this configuration's models.</p>"]
+        return section
     table["column"] = [_test_name(t, v) for t, v in zip(table["test"], table["variant"])]
     columns = list(dict.fromkeys(table["column"]))
     measures = list(dict.fromkeys(table["measure"]))
     cells = {}
     for row in table.itertuples():
-        if not np.isfinite(row.score):  # undefined for this measure here (the detail says why)
-            cells[(row.measure, row.column)] = "–"
+        if not np.isfinite(row.score):  # undefined for this measure here (the detail says why): no cell
             continue
-        mark = "✓" if row.beyond_chance else "✗"
         # two short lines (score and rank, then the interval) keep 15 test columns within a page's width
         value, _, bounds = _with_interval(row.score, row.ci_low, row.ci_high).partition(" [")
-        cells[(row.measure, row.column)] = (f"{mark} {value} <span class='sub'>#{int(row.rank)}</span>"
-                                            + (f"<br><span class='sub'>[{bounds}</span>" if bounds else ""))
+        cells[(row.measure, row.column)] = {"passed": bool(row.beyond_chance), "value": value,
+                                            "rank": int(row.rank), "interval": "[" + bounds if bounds else ""}
     chance = table.groupby("column", sort=False)["chance"].median()
     items = table.groupby("column", sort=False)["n_items"].max()
-    matrix = pd.DataFrame([{"measure": html.escape(_measure_name(m)), **{c: cells.get((m, c), "–") for c in columns}}
-                           for m in measures])
-    header = pd.DataFrame([{"measure": "<i>chance</i>", **{c: f"<i>{_number(chance[c])}</i>" for c in columns}},
-                           {"measure": "<i>cells</i>", **{c: f"<i>{int(items[c])}</i>" for c in columns}}])
-    parts.append("<div class='scroll'>" + _table(pd.concat([header, matrix], ignore_index=True), escape=False)
-                 .replace("class=\"dataframe data\"", "class=\"dataframe data compact\"") + "</div>")
-    parts.append(f"<p class='caption'>Each cell: the score on all {int(table['n_rows'].iloc[0])} rows, its "
-                 f"{inputs.confidence:.0%} half-sample interval, and the measure's rank among the "
-                 "measures on that test (1 = best; ranks compare the unrounded scores, so two 1.00s can differ). ✓: the interval lies above the test's chance level "
-                 "(0 for a rank correlation or d′, the share of within-group pairs for an AUPRC, 0.5 for a "
-                 "conformity rate); ✗: it does not. 'cells': the models, model pairs or layers the score "
-                 "averages over or ranks.</p>")
-    parts.append("<ul>")
+    tests = []
     for column in columns:
         rows = table[table["column"] == column].sort_values("rank")
-        passed = [_measure_name(m) for m in rows.loc[rows["beyond_chance"], "measure"]]
-        failed = [_measure_name(m) for m in rows.loc[~rows["beyond_chance"] & rows["score"].notna(), "measure"]]
-        undefined = [_measure_name(m) for m in rows.loc[rows["score"].isna(), "measure"]]
-        sentence = f"<b>{html.escape(column)}</b>: "
-        sentence += (f"above chance: {html.escape(', '.join(passed))}" if passed else "no measure is above chance")
-        if failed:
-            sentence += f"; not above chance: {html.escape(', '.join(failed))}"
-        sentence += " (best first)"
-        if undefined:
-            sentence += f"; undefined here: {html.escape(', '.join(undefined))}"
-        parts.append(f"<li>{sentence}.</li>")
-    parts.append("</ul>")
-    left_out = [t for t in inputs.grounding_tests if t not in {c.split(":")[0] for c in table["test"]}]
-    if left_out:
-        parts.append("<p class='more'>Not run on these models: "
-                     + "; ".join(f"{html.escape(t)}, because {WHY_LEFT_OUT.get(t, 'its inputs are missing')}"
-                                 for t in left_out) + ".</p>")
-    return parts
+        tests.append({"name": column,
+                      "passed": ", ".join(_measure_name(m) for m in rows.loc[rows["beyond_chance"], "measure"]),
+                      "failed": ", ".join(_measure_name(m) for m in
+                                          rows.loc[~rows["beyond_chance"] & rows["score"].notna(), "measure"]),
+                      "undefined": ", ".join(_measure_name(m) for m in rows.loc[rows["score"].isna(), "measure"])})
+    ran = {test.split(":")[0] for test in table["test"]}
+    section.update(columns=columns, chance=[_number(chance[c]) for c in columns],
+                   counts=[int(items[c]) for c in columns],
+                   rows=[{"measure": _measure_name(m), "cells": [cells.get((m, c)) for c in columns]} for m in measures],
+                   n_rows=int(table["n_rows"].iloc[0]), confidence=f"{inputs.confidence:.0%}", tests=tests,
+                   left_out=[{"test": t, "why": WHY_LEFT_OUT.get(t, "its inputs are missing")}
+                             for t in inputs.grounding_tests if t not in ran])
+    return section
 
 
-Section = Callable[[ReportInputs], list[str]]
+# ----------------------------------------------------------------- pages
+
+Section = Callable[[ReportInputs], "dict | None"]
 
 
 @dataclass(frozen=True)
 class Page:
     """One HTML page of the report: its title, a line saying what is on it (for the main page's
-    contents), its sections, and the inputs whose presence means it has something to show."""
+    contents), its sections (templates/<page>.html includes templates/sections/<section>.html for each,
+    in this order), and the inputs whose presence means it has something to show."""
 
     title: str
     blurb: str
@@ -1101,54 +1003,13 @@ PAGES: dict[str, Page] = {
                      (which_measure, agreement_section), ("measure_tests", "measure_agreement")),
 }
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1280px; padding: 0 1.5rem; color: #222;
-       line-height: 1.4; }
-h1 { font-size: 1.7rem; margin: 0 0 0.6rem; } h2 { margin: 2rem 0 0.5rem; border-bottom: 1px solid #ddd; }
-h3 .sub { font-weight: normal; color: #666; font-size: 0.85rem; }
-p.lead { font-size: 1.05rem; margin: 0.3rem 0; } ul.models { margin: 0.2rem 0 0.4rem; font-size: 0.9rem; }
-p.caption, p.more { font-size: 0.88rem; color: #444; max-width: 75rem; }
-nav.toc { display: flex; gap: 3rem; background: #f6f6f6; padding: 0.6rem 1rem; border-radius: 6px; font-size: 0.92rem; }
-nav.toc ol, nav.toc ul { margin: 0.2rem 0; padding-left: 1.3rem; }
-nav.pages { font-size: 0.9rem; margin-bottom: 0.8rem; } nav.pairs { font-size: 0.85rem; line-height: 1.7; }
-table.data { border-collapse: collapse; font-size: 0.82rem; margin: 0.5rem 0 1.2rem; }
-table.data th, table.data td { padding: 0.2rem 0.55rem; border-bottom: 1px solid #ddd; text-align: right; }
-table.findings { border-collapse: collapse; font-size: 0.85rem; width: 100%; margin: 0.4rem 0 1rem; }
-table.findings th { text-align: left; border-bottom: 2px solid #999; padding: 0.3rem 0.5rem; }
-table.findings td { vertical-align: top; border-bottom: 1px solid #ddd; padding: 0.35rem 0.5rem; }
-table.findings td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-table.findings td.reason { color: #333; font-size: 0.8rem; width: 30%; }
-table.findings td.claim { width: 19%; } table.findings td.statistic { width: 27%; }
-table.findings td.reason details { margin: 0.1rem 0 0; color: #555; }
-table.findings td.reason summary { font-size: 0.75rem; }
-.sub { font-size: 0.76rem; color: #666; margin-top: 0.15rem; }
-.verdict { display: inline-block; white-space: nowrap; padding: 0.1rem 0.45rem; border-radius: 4px; font-weight: 600; }
-.verdict.supported { background: #d7f0dc; color: #135c24; }
-.verdict.contradicted { background: #f8d3d0; color: #8a1a12; }
-.verdict.inconclusive { background: #fcebc4; color: #7a5300; }
-.verdict.not-applicable { background: #eee; color: #666; }
-table.data.compact { font-size: 0.76rem; } table.data.compact td { white-space: nowrap; padding: 0.15rem 0.35rem; }
-table.data.compact th { padding: 0.15rem 0.35rem; vertical-align: bottom; } div.scroll { overflow-x: auto; }
-table.matrix { border-collapse: collapse; font-size: 0.82rem; margin: 0.4rem 0 0.6rem; }
-table.matrix th { font-weight: 600; padding: 0.2rem 0.45rem; border-bottom: 2px solid #999; text-align: center; }
-table.matrix td { padding: 0.2rem 0.45rem; border-bottom: 1px solid #ddd; text-align: center; }
-table.matrix td.claim { text-align: left; max-width: 26rem; }
-.sub.across { color: #333; }
-tr.not-applicable td { color: #777; }
-.tally { font-weight: 600; }
-.grid { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }
-figure { margin: 0.4rem 0 1rem; } figure img { max-width: 600px; } figure.wide img { max-width: 100%; }
-figcaption { font-size: 0.8rem; color: #555; max-width: 75rem; }
-details { margin: 0.5rem 0; } summary { cursor: pointer; color: #1a4f8b; }
-.meta { font-size: 0.78rem; color: #666; }
-"""
 
-
-def _navigation(inputs: ReportInputs, current: str) -> str:
-    """Links between the pages, the current one in bold."""
-    links = [f"<b>{html.escape(page.title)}</b>" if name == current else _link(inputs, name, page.title)
-             for name, page in PAGES.items() if name in inputs.pages]
-    return f"<nav class='pages'>Report pages: {' · '.join(links)}</nav>"
+def _navigation(inputs: ReportInputs, current: str) -> list[dict]:
+    """The links between the pages (the current page's title without one); none for a one-page report."""
+    if len(inputs.pages) < 2:
+        return []
+    return [{"title": page.title, "link": None if name == current else _link(inputs, name, page.title)}
+            for name, page in PAGES.items() if name in inputs.pages]
 
 
 def has_content(inputs: ReportInputs, page: str) -> bool:
@@ -1157,16 +1018,11 @@ def has_content(inputs: ReportInputs, page: str) -> bool:
 
 
 def render(inputs: ReportInputs, page: str = "index") -> str:
-    """One page of the report: every section's fragments, in order, in one HTML document."""
-    body = [part for section in PAGES[page].sections for part in section(inputs)]
-    title = inputs.title if page == "index" else f"{inputs.title}: {PAGES[page].title}"
-    if page != "index":
-        body = [f"<h1>{html.escape(PAGES[page].title)} <span class='sub'>{html.escape(inputs.title)}</span></h1>",
-                *body]
-    if len(inputs.pages) > 1:
-        body.insert(0, _navigation(inputs, page))
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
-            f"</title>\n<style>{STYLE}</style></head><body>\n{''.join(body)}\n</body></html>\n")
+    """One page of the report: its sections' data, each under its section's name, in templates/<page>.html."""
+    return render_page(page, {
+        "document_title": inputs.title if page == "index" else f"{inputs.title}: {PAGES[page].title}",
+        "report_title": inputs.title, "page_title": PAGES[page].title, "navigation": _navigation(inputs, page),
+        **{section.__name__: section(inputs) for section in PAGES[page].sections}})
 
 
 def build_report(pages: Mapping[str, str | Path], inputs: ReportInputs) -> None:
