@@ -2,7 +2,7 @@
 
 Two 13-layer models, d = 768, n = 4,000 and 10,000 rows (random activations: speed
 does not depend on the values). Run:  python benchmarks/cka_layers.py [--n 4000 10000]
-Prints one table; the README quotes it.
+Prints one table; the guide quotes it (docs/benchmarks.md).
 """
 
 from __future__ import annotations

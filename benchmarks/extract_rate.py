@@ -23,7 +23,7 @@ forward passes waited for it, and the checksum time come from the store's attrs[
                                       [--batch-size 32] [--datasets sst2 rte] [--threads N] [--repeats 3]
                                       [--writer auto|thread|main] [--out extract_rate.json]
 
-Prints one table; the README quotes "loop a/b", the rate of the extraction's batch loop relative to the bare
+Prints one table; the guide (docs/benchmarks.md) quotes "loop a/b", the rate of the extraction's batch loop relative to the bare
 forward passes (a job's one-off costs, model load, tokenisation and the final sha256, are the difference
 between "extract s" and "loop s"); --out writes the same numbers as JSON.
 """

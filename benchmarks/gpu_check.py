@@ -1,4 +1,4 @@
-"""GPU check: what the README leaves open about a CUDA device, measured in one run (≤ 8 minutes on one H100).
+"""GPU check: what the guide (docs/benchmarks.md) leaves open about a CUDA device, measured in one run (≤ 8 minutes on one H100).
 
 A GPU is often at hand for minutes; this is the one prepared thing to run then. Each step is timed and
 independent (one that fails is reported and the next runs); the most important run first, and the last

@@ -15,7 +15,7 @@ drawn as PyTorch initialises nn.Linear (U(±1/√fan_in), "uniform") or N(0, 1/f
 a more strongly non-linear map). δ = ||Y − g(X)||_F / ||Y||_F on the test rows.
 
 Run:  python benchmarks/inn_align.py [--seeds 0 1 2] [--inits uniform normal] [--cases a b c]
-Prints one table; the README quotes it.
+Prints one table; the guide quotes it (docs/analyses/aligners.md).
 """
 
 from __future__ import annotations

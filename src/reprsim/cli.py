@@ -1,6 +1,6 @@
 """The `reprsim` command: check a configuration, inspect and verify outputs.
 
-The workflow itself runs with `snakemake` (see README); this command is for the
+The workflow itself runs with `snakemake` (see the user guide, docs/getting-started.md); this command is for the
 questions a user asks around it.
 """
 

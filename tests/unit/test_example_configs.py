@@ -35,7 +35,7 @@ def validated(path: Path) -> dict:
 
 
 def data_root_override(path: Path) -> list[str]:
-    """An example's relative data_root is meant from the repository root (where the README runs it); the dry
+    """An example's relative data_root is meant from the repository root (where the guide runs it); the dry
     run works in a temporary directory, so it gets the same directory as an absolute path."""
     root = load_yaml(path).get("data_root")
     if root is None or Path(root).is_absolute():
