@@ -116,8 +116,9 @@ NEUTRAL = {"model_a": "model A", "model_b": "model B", "model": "the model", "da
            "representation": "the chosen"}
 
 
-def _caption_blocks(name: str, wildcards: Mapping[str, str]) -> list[str]:
-    """The paragraphs of captions/<name>.rst, Jinja placeholders filled from `wildcards` or with a neutral word."""
+def paragraphs(name: str, **wildcards: str) -> list[str]:
+    """The paragraphs of captions/<name>.rst (a blank line starts a new one), each one line of text, Jinja
+    placeholders filled from `wildcards` or with a neutral word."""
     text = (resources.files("reprsim.stages.report") / "captions" / f"{name}.rst").read_text(encoding="utf-8")
     text = re.sub(r"\{%.*?%\}", "", text)
     text = CAPTION_PLACEHOLDER.sub(
@@ -126,13 +127,8 @@ def _caption_blocks(name: str, wildcards: Mapping[str, str]) -> list[str]:
 
 
 def caption(name: str, **wildcards: str) -> str:
-    """The text of captions/<name>.rst as one line (see :func:`_caption_blocks`)."""
-    return " ".join(_caption_blocks(name, wildcards))
-
-
-def paragraphs(name: str, **wildcards: str) -> list[str]:
-    """A caption file's paragraphs (a blank line in the .rst starts a new one), each one line of text."""
-    return _caption_blocks(name, wildcards)
+    """The text of captions/<name>.rst as one line (see :func:`paragraphs`)."""
+    return " ".join(paragraphs(name, **wildcards))
 
 
 # ----------------------------------------------------------------- what sections hand the templates
