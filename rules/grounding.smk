@@ -1,6 +1,7 @@
 # Stage grounding: which measure to believe (Ding et al. 2021; ReSi, Klabunde et al. 2024). Each configured
 # measure's scores on tests of sensitivity and specificity, on this configuration's models, with half-sample
 # intervals (reprsim.stages.grounding; docs/numerics.md §13), then all measures ranked in one table.
+from itertools import combinations
 
 GROUNDING = config["grounding"]
 GROUNDING_DATASET = GROUNDING["dataset"] or EXTRACT_ON[0]
@@ -11,8 +12,10 @@ GROUNDING_REPRESENTATION = GROUNDING["representation"] or next(
 GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabled"] else []
 # the deletion test's probe trains on the train rows: without them extracted it is left out (the report says so)
 GROUNDING_TESTS = [t for t in GROUNDING["tests"] if t != "deletion" or "train" in config["extraction"]["splits"]]
-# the models fine-tuned on the grounding dataset: their outputs on its rows are the prediction test's side
+# the models fine-tuned on the grounding dataset: their outputs on its rows are the prediction test's side, which
+# correlates over their pairs and needs three models (three pairs); with fewer no job reads their outputs
 PREDICTED = [m for m in FINETUNED if config["models"][m]["dataset"] == GROUNDING_DATASET]
+PREDICTED = PREDICTED if GROUNDED and "prediction" in GROUNDING_TESTS and len(PREDICTED) >= 3 else []
 # the models fine-tuned with a shortcut are compared on grounding.shortcut_dataset (ReSi's test 4)
 SHORTCUT_MODELS = [m for m in FINETUNED if config["models"][m].get("shortcut")] if SHORTCUT_DATASET else []
 
@@ -29,9 +32,55 @@ def grounding_setup():
             "specs": {m: config["models"][m] for m in MODELS}}
 
 
+# The measure's values the pair jobs already computed (rule compare_pair) are read from their tables: a pair's table
+# of the grounding representation on the dataset a test compares, where that representation's pair jobs compute
+# the label as the tests do (the same measure and params, at least grounding.resamples half-samples; the seed is
+# similarity.intervals' for both, so their first half-samples are the tests'). The tests read the monotonicity
+# cells (each model with itself, seed siblings) and every two models' last layers; the rest they compute.
+def reads_pair_tables(label):
+    computed = workflow_measures.with_draws(config, pair_measures(GROUNDING_REPRESENTATION)).get(label)
+    spec = config["measures"][label]
+    return (computed is not None and computed["measure"] == spec["measure"]
+            and (computed.get("params") or {}) == (spec.get("params") or {})
+            and computed["resamples"] >= GROUNDING["resamples"])
+
+
+def compared_pairs(representation, dataset):
+    """The sorted model pairs whose tables of `representation` on `dataset` the pair jobs write."""
+    pairs = set(PAIRS_OF.get(representation, [])) if dataset in EXTRACT_ON else set()
+    if representation == workflow_measures.VIEWS:  # the layer views' pairs
+        pairs.update(pair for model in EVALUATED["layer_views"] if config["models"][model]["dataset"] == dataset
+                     for pair in view_pairs(model))
+    return pairs
+
+
+def grounding_pairs(label, shortcut=False):
+    """The sorted model pairs whose tables measure_tests reads for `label` (on grounding.shortcut_dataset: the
+    shortcut models' last layers)."""
+    if not reads_pair_tables(label):
+        return []
+    read = set()
+    if shortcut and "groups" in GROUNDING_TESTS:
+        read |= set(combinations(SHORTCUT_MODELS, 2))
+    if not shortcut and "monotonicity" in GROUNDING_TESTS:
+        monotonic = GROUNDING["monotonicity_models"] or MODELS
+        read |= {(m, m) for m in monotonic} | {tuple(sorted((a, b))) for a, b in combinations(monotonic, 2)
+                                               if recipe(config["models"][a]) == recipe(config["models"][b])}
+    if not shortcut and {"prediction", "groups", "seeds"} & set(GROUNDING_TESTS):
+        read |= set(combinations(MODELS, 2))
+    dataset = SHORTCUT_DATASET if shortcut else GROUNDING_DATASET
+    return [list(pair) for pair in sorted(read & compared_pairs(GROUNDING_REPRESENTATION, dataset))]
+
+
+def grounding_tables(label, template, shortcut=False):
+    dataset = SHORTCUT_DATASET if shortcut else GROUNDING_DATASET
+    return per_pair(template, [GROUNDING_REPRESENTATION], [dataset], grounding_pairs(label, shortcut))
+
+
 rule model_predictions:
     input:
         model=paths.MODEL,
+        store=lambda wildcards: store(wildcards.dataset, wildcards.model),
         dataset=lambda wildcards: dataset_dir(wildcards.dataset),
         code=code("model_predictions"),
     output:
@@ -84,6 +133,11 @@ rule measure_tests:
         shortcut_stores=[store(SHORTCUT_DATASET, m) for m in SHORTCUT_MODELS],
         predictions=[paths.PREDICTIONS.format(dataset=GROUNDING_DATASET, model=m) for m in PREDICTED],
         probes=[paths.DELETION_PROBES.format(dataset=GROUNDING_DATASET, model=m) for m in DELETED],
+        pair_tables=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_TABLE),
+        pair_resamples=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_RESAMPLES),
+        shortcut_pair_tables=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_TABLE, shortcut=True),
+        shortcut_pair_resamples=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_RESAMPLES,
+                                                                   shortcut=True),
         dataset=dataset_dir(GROUNDING_DATASET),
         code=code("measure_tests"),
     output:
@@ -97,6 +151,8 @@ rule measure_tests:
         shortcut_models=SHORTCUT_MODELS,
         predicted=PREDICTED,
         deleted=DELETED,
+        pairs=lambda wildcards: grounding_pairs(wildcards.label),
+        shortcut_pairs=lambda wildcards: grounding_pairs(wildcards.label, shortcut=True),
     wildcard_constraints:
         label=_one_of(GROUNDED),
     threads: JOB_THREADS

@@ -9,5 +9,6 @@ from reprsim.stages.grounding.predictions import model_predictions
 with tee_to_log(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)
     table = model_predictions(snakemake.input.model, snakemake.input.dataset, snakemake.params.split,
-                              snakemake.params.max_examples, 64, resolve_device(snakemake.params.device))
+                              snakemake.params.max_examples, 64, resolve_device(snakemake.params.device),
+                              store=snakemake.input.store)
     write_parquet(snakemake.output.table, table)

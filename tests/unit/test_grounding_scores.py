@@ -348,7 +348,7 @@ def test_deletion_grid_is_dings_and_scales():
 
 def test_delete_low_variance_k0_is_a_copy():
     x = np.random.default_rng(12).standard_normal((30, 6)).astype(np.float32)
-    out, = delete_low_variance(x, [x], 0)
+    [[out]] = delete_low_variance(x, [x], [0])
     assert out is not x and np.array_equal(out, x) and out.dtype == np.float32
 
 
@@ -361,10 +361,10 @@ def test_delete_low_variance_keeps_the_top_variance_directions():
     mean = rng.standard_normal(d)
     fit = basis * spread + mean
     other = rng.standard_normal((20, d)) + mean
-    for k in (1, 3, 5, 7):
+    grid = [1, 3, 5, 7]
+    for k, (fit_out, other_out) in zip(grid, delete_low_variance(fit, [fit, other], grid)):
         kept_cols = np.sort(np.argsort(-spread)[: d - k])
         dropped = np.setdiff1d(np.arange(d), kept_cols)
-        fit_out, other_out = delete_low_variance(fit, [fit, other], k)
         assert np.allclose(fit_out[:, kept_cols], fit[:, kept_cols])
         assert np.allclose(fit_out[:, dropped], mean[dropped])  # the deleted directions collapse to the mean
         assert np.allclose(other_out[:, kept_cols], other[:, kept_cols])
@@ -376,12 +376,23 @@ def test_delete_low_variance_rank_on_correlated_rows():
     rng = np.random.default_rng(14)
     n, d = 300, 24
     x = rng.standard_normal((n, d)) @ rng.standard_normal((d, d)) + 4.0
-    for k in (0, 5, 23):
-        out, = delete_low_variance(x, [x], k)
+    grid = [0, 5, 23]
+    for k, [out] in zip(grid, delete_low_variance(x, [x], grid)):
         assert out.shape == (n, d)
         assert np.linalg.matrix_rank(out - out.mean(axis=0), tol=1e-8 * np.abs(x).max()) == d - k
     with pytest.raises(ValueError):
-        delete_low_variance(x, [x], d)
+        delete_low_variance(x, [x], [0, d])
+
+
+def test_delete_low_variance_decomposes_once_for_the_grid_with_each_k_as_alone():
+    """One SVD serves every k of the grid: each deleted version equals the one computed for its k alone."""
+    rng = np.random.default_rng(15)
+    fit, other = rng.standard_normal((120, 16)) + 2.0, rng.standard_normal((40, 16)).astype(np.float32)
+    grid = deletion_grid(16)
+    together = delete_low_variance(fit, [fit, other], grid)
+    for k, deleted in zip(grid, together):
+        [alone] = delete_low_variance(fit, [fit, other], [k])
+        assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(deleted, alone))
 
 
 # ------------------------------------------------------------------------------------------------

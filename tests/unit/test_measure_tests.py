@@ -16,6 +16,7 @@ class Constructed:
 
     def __init__(self, function, n: int, resamples: int = 20, similarity: bool = True):
         self.name, self.similarity, self.function = "cka", similarity, function
+        self.label, self.params = "constructed", {}
         self.indices = half_samples(n, resamples, 0)
 
     def __call__(self, left, right):
@@ -163,3 +164,18 @@ def test_deletion_follows_dings_design_across_seed_siblings(arrays):
     assert cell["reference"] == "m"  # the sibling whose undeleted layer the probe reads best
     assert cell["rows"] == 2 * len(grid) + len(grid)  # (m, m_k), (m, b_k), (b, m_k)
     assert row["score"] > 0.5 and row["beyond_chance"]
+
+
+def test_the_pair_jobs_first_half_samples_are_the_grounding_tests():
+    """A pair job draws similarity.intervals.resamples half-samples, the tests grounding.resamples with the same seed:
+    the tests' are the pair job's first ones, so its replicates are theirs (reprsim.stages.grounding.pair_tables)."""
+    assert np.array_equal(half_samples(872, 30, 0)[:20], half_samples(872, 20, 0))
+
+
+def test_a_representation_of_one_vector_is_undefined_as_in_the_pair_jobs():
+    rng = np.random.default_rng(4)
+    varied, constant = rng.standard_normal((40, 6)), np.tile(rng.standard_normal(6), (40, 1))
+    values = mt.Values("linear_cka", {"measure": "cka", "params": {"kernel": "linear"}}, half_samples(40, 3, 0))
+    value, draws = values([constant, varied], [varied, constant])
+    assert np.isnan(value[0]).all() and np.isnan(value[:, 1]).all() and value[1, 0] == pytest.approx(1.0)
+    assert np.isnan(draws[:, 0]).all() and np.isfinite(draws[:, 1, 0]).all()

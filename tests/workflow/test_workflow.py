@@ -222,8 +222,9 @@ def jobs_after_edit(workflow, relative_path):
 
 
 def grounding(predictions: int = 0, probes: int = 0) -> dict[str, int]:
-    """The grounding jobs that rerun when a model's outputs change: its predictions and deletion probes, then every
-    measure's tests (they compare all models) and their table; tiny.yaml configures 7 measures."""
+    """The grounding jobs that rerun when a model's outputs change: its predictions (only with the three fine-tuned
+    models the prediction test needs; tiny.yaml has two) and deletion probes, then every measure's tests (they
+    compare all models) and their table; tiny.yaml configures 7 measures."""
     return {**({"model_predictions": predictions} if predictions else {}),
             **({"deletion_probes": probes} if probes else {}), "measure_tests": 7, "measure_tests_table": 1}
 
@@ -251,7 +252,7 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
         **finetune_figures, "model_terms": 2 * 2, "compare_pair": N_PAIRS - untouched_pairs + view_pairs,
         "pair_heatmap": N_PAIRS - untouched_pairs,
         "layer_injection": 1, "aggregate_pairs": 1, **summaries, "stitch": 4, "aggregate_stitching": 1,
-        **stitching_figures, "findings": 1, **AGREEMENT, **grounding(predictions=2, probes=2), "report": 1,
+        **stitching_figures, "findings": 1, **AGREEMENT, **grounding(probes=2), "report": 1,
         "all": 1}
 
 
@@ -304,7 +305,7 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
         "layer_injection": 2, "stitch": 5, "aggregate_stitching": 1, "stitch_figure": 2, "stitching_figure": 1,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
         "localization_figure": 1, "model_summary_figure": 1, "findings": 1, **AGREEMENT,
-        **grounding(predictions=1, probes=1), "report": 1, "all": 1}
+        **grounding(predictions=3, probes=1), "report": 1, "all": 1}  # a third seed: the prediction test runs
     planned = planned_outputs(output)
     assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
     assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))

@@ -21,13 +21,9 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from reprsim.aligners.linear import relative_error
 from reprsim.aligners.registry import make
 from reprsim.io.store import open_store, pooled_rows, split_examples
-from reprsim.nets.classifiers import classification_scores, head_logits
-from reprsim.nets.loading import load_classifier, n_layers
-
-
-def head_pooling(config) -> str:
-    """The stored pooling that holds the token a classification head of this family reads."""
-    return "last" if config.model_type == "gpt2" else "cls"
+from reprsim.nets.classifiers import classification_scores
+from reprsim.nets.heads import head_logits_of_rows, head_pooling
+from reprsim.nets.loading import load_classifier
 
 
 def last_layer_rows(store_path: str | Path, pooling: str, split: str) -> np.ndarray:
@@ -39,16 +35,9 @@ def split_labels(store_path: str | Path, split: str) -> np.ndarray:
     return store["examples/label"][:][split_examples(store, split)]
 
 
-@torch.inference_mode()
-def classify(model, representation: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """`model`'s head on last-layer head-token vectors (rows, d): a one-token sequence per row."""
-    predictions = []
-    layer = n_layers(model.config)
-    for start in range(0, len(representation), batch_size):
-        hidden = torch.as_tensor(representation[start:start + batch_size], dtype=torch.float32)[:, None, :]
-        mask = torch.ones(hidden.shape[:2], dtype=torch.long)
-        predictions.append(head_logits(model, hidden, mask, layer).argmax(-1))
-    return torch.cat(predictions).numpy()
+def classify(model, representation: np.ndarray) -> np.ndarray:
+    """`model`'s head on last-layer head-token vectors (rows, d): the predicted class per row."""
+    return head_logits_of_rows(model, representation).argmax(axis=1)
 
 
 def _random_head_model(model_dir: str | Path, seed: int):

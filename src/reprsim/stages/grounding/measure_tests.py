@@ -17,9 +17,10 @@ The tests (docs/numerics.md §13; ../shared/docs/grounding.md maps both works' c
   seeds         seed siblings of one recipe against models of other recipes (Ding's specificity); AUPRC, d′
 
 Every test is computed on all rows (the score) and on each half-sample of them (the replicates): the values
-of the measure come from reprsim.metrics.api on the same row subsets as every pair job's interval, the
-functional side (probe accuracy, output differences) on the same subsets, and the interval is
-reprsim.resampling.interval's. The interval covers the rows; the models are the configuration's design, not
+of the measure on the same row subsets as every pair job's interval, read from the pair jobs' tables where they
+computed them (reprsim.stages.grounding.pair_tables: the monotonicity cells, the last layers of two models), else
+from reprsim.metrics.api; the functional side (probe accuracy, output differences) on the same subsets, and the
+interval is reprsim.resampling.interval's. The interval covers the rows; the models are the configuration's design, not
 a sample of models.
 """
 
@@ -34,11 +35,12 @@ import numpy as np
 import pandas as pd
 
 from reprsim.io.datasets import read_meta
-from reprsim.io.store import open_store, split_examples
+from reprsim.io.store import constant_layers, open_store, split_examples
 from reprsim.measure_registry import MEASURES
 from reprsim.metrics import api
 from reprsim.relations import recipe
 from reprsim.resampling import half_samples, interval, subsample_size
+from reprsim.stages.grounding import pair_tables
 from reprsim.stages.grounding import probes as probes_module
 from reprsim.stages.grounding import scores
 from reprsim.stages.grounding.setup import TESTS, Setup
@@ -59,7 +61,8 @@ class Values:
 
     def __call__(self, left: list[np.ndarray], right: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(len(left), len(right)) values and (R, len(left), len(right)) replicates; representations of one
-        width are computed together (the measures are batched over layers)."""
+        width are computed together (the measures are batched over layers). A representation whose rows are all
+        one vector gets NaN, as in the pair jobs (reprsim.io.store.constant_layers)."""
         values = np.full((len(left), len(right)), np.nan)
         replicates = np.full((len(self.indices), len(left), len(right)), np.nan)
         for rows_a in _by_width(left).values():
@@ -78,7 +81,8 @@ class Values:
 def _by_width(representations: list[np.ndarray]) -> dict[int, np.ndarray]:
     widths: dict[int, list[int]] = {}
     for index, rows in enumerate(representations):
-        widths.setdefault(rows.shape[-1], []).append(index)
+        if not constant_layers(rows[None])[0]:
+            widths.setdefault(rows.shape[-1], []).append(index)
     return {width: np.array(indices) for width, indices in widths.items()}
 
 
@@ -113,11 +117,9 @@ def monotonicity(setup: Setup, values: Values, label: str, n: int) -> list[dict]
               if recipe(setup.specs[a]) == recipe(setup.specs[b])]
     per_cell, used, spearman = [], [], []
     for a, b in cells:
-        Xa = probes_module.layers(setup.stores[a], setup.representation, setup.split)
-        Xb = Xa if a == b else probes_module.layers(setup.stores[b], setup.representation, setup.split)
-        if len(Xa) != len(Xb) or len(Xa) < 3:
+        matrix, draws = _layer_values(setup, values, a, b, n)
+        if matrix.shape[0] != matrix.shape[1] or len(matrix) < 3:
             continue  # layer distance |i − j| is defined between models of one depth
-        matrix, draws = values(list(Xa), list(Xb))
         # a layer the measure leaves undefined (a first layer whose rows are all one vector) is left out from the
         # bottom, so the layer distances |i − j| of the others stay as they are
         start = 0
@@ -141,6 +143,17 @@ def monotonicity(setup: Setup, values: Values, label: str, n: int) -> list[dict]
     ]
 
 
+def _layer_values(setup: Setup, values: Values, a: str, b: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every layer of a (X) against every layer of b (Y), on all rows and on the half-samples: from their pair
+    table where the job was given one, else computed."""
+    stored = pair_tables.layer_values(setup.pair_tables, values.label, values.params, n, len(values.indices), a, b)
+    if stored is not None:
+        return stored
+    Xa = probes_module.layers(setup.stores[a], setup.representation, setup.split)
+    Xb = Xa if a == b else probes_module.layers(setup.stores[b], setup.representation, setup.split)
+    return values(list(Xa), list(Xb))
+
+
 def _probe_correct(setup: Setup, model: str, layer: int, grid: list[int]) -> np.ndarray:
     """(K, n) correctness of the probe on `model`'s layer with k components deleted, k on `grid`."""
     probes = pd.read_parquet(setup.probes[model]) if model in setup.probes else probes_module.probe_table(setup, model)
@@ -160,13 +173,14 @@ def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
         families.setdefault(recipe(setup.specs.get(model, {})), []).append(model)
     rhos, used = [], []
     for family in families.values():
-        cells = {m: list(probes_module.deletion_cells(setup, m)) for m in family}
+        # the compared rows' deleted versions only: the probes' jobs (rule deletion_probes) used the train rows'
+        cells = {m: list(probes_module.deletion_cells(setup, m, train=False)) for m in family}
         for index in range(len(setup.deletion_layers)):
             layer, _, grid, _ = cells[family[0]][index]
             correct = {m: _probe_correct(setup, m, cells[m][index][0], grid) for m in family}
             reference = max(family, key=lambda m: correct[m][0].mean())
             X = {m: cells[m][index][1] for m in family}
-            deleted = {m: [test for test, _ in cells[m][index][3]] for m in family}
+            deleted = {m: [versions[0] for versions in cells[m][index][3]] for m in family}
             others = [m for m in family if m != reference]
             # (reference, s deleted k) for every s and k; (s, reference deleted k) for the other s
             first, draws_first = values([X[reference]], [d for m in family for d in deleted[m]])
@@ -195,8 +209,30 @@ def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
                     {"cells": used}, setup.confidence)]
 
 
-def _last_layers(stores: Mapping[str, str | Path], models: list[str], setup: Setup) -> list[np.ndarray]:
-    return [probes_module.layers(stores[m], setup.representation, setup.split)[-1] for m in models]
+def last_layer_matrix(setup: Setup, values: Values, stores: Mapping[str, str | Path], tables: pair_tables.Tables,
+                      n: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(models, values (M, M), replicates (R, M, M)) between the models' last layers, the row model as X: from
+    their pair tables where `tables` has them, the others computed together (batched per width). No test reads
+    a model against itself: the diagonal is NaN."""
+    models = list(stores)
+    value = np.full((len(models), len(models)), np.nan)
+    draws = np.full((len(values.indices), len(models), len(models)), np.nan)
+    missing = []
+    for (i, a), (j, b) in itertools.permutations(enumerate(models), 2):
+        stored = pair_tables.layer_values(tables, values.label, values.params, n, len(values.indices), a, b)
+        if stored is None:
+            missing.append((i, j))
+        else:
+            value[i, j], draws[:, i, j] = stored[0][-1, -1], stored[1][:, -1, -1]
+    if missing:
+        rows, columns = sorted({i for i, _ in missing}), sorted({j for _, j in missing})
+        last = {models[k]: probes_module.layers(stores[models[k]], setup.representation, setup.split)[-1]
+                for k in {*rows, *columns}}
+        block, block_draws = values([last[models[i]] for i in rows], [last[models[j]] for j in columns])
+        for i, j in missing:
+            value[i, j], draws[:, i, j] = (block[rows.index(i), columns.index(j)],
+                                           block_draws[:, rows.index(i), columns.index(j)])
+    return models, value, draws
 
 
 def prediction(setup: Setup, values: Values, label: str, n: int, matrix: tuple) -> list[dict]:
@@ -292,13 +328,12 @@ def measure_tests(label: str, spec: Mapping, setup: Setup, progress: Callable[[s
     results: list[dict] = []
     matrices: dict[str, tuple] = {}
     if {"prediction", "groups", "seeds"} & set(setup.tests):
-        for key, stores in (("main", setup.stores), ("shortcut", setup.shortcut_stores)):
-            if not stores:
-                continue
-            models = list(stores)
-            progress(f"{label}: last layers of {len(models)} models ({key})")
-            last = _last_layers(stores, models, setup)
-            matrices[key] = (models, *values(last, last))
+        sides = [("main", setup.stores, setup.pair_tables)]
+        if "groups" in setup.tests and setup.shortcut_stores:  # only the shortcut groups read them
+            sides.append(("shortcut", setup.shortcut_stores, setup.shortcut_pair_tables))
+        for key, stores, tables in sides:
+            progress(f"{label}: last layers of {len(stores)} models ({key}), {len(tables)} pair tables")
+            matrices[key] = last_layer_matrix(setup, values, stores, tables, n)
         matrices.setdefault("shortcut", matrices["main"])
     for test in setup.tests:
         progress(f"{label}: {test}")

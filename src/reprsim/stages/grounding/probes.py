@@ -35,16 +35,17 @@ def labels(setup, split: str, rows: int) -> np.ndarray:
     return load_split(setup.dataset_dir, split)["label"].to_numpy()[:rows]
 
 
-def deletion_cells(setup, model: str):
+def deletion_cells(setup, model: str, train: bool = True):
     """Per layer of `grounding.deletion.layers`: (layer, the compared rows X, Ding's grid, the deleted versions
-    (test rows, train rows) per k), the components fitted on the train rows."""
+    per k: (test rows, train rows), or (test rows,) without `train`), the components fitted on the train rows (one
+    decomposition per layer)."""
     test_layers = layers(setup.stores[model], setup.representation, setup.split)
     train_layers = layers(setup.stores[model], setup.representation, setup.train_split)
     for wanted in setup.deletion_layers:
         layer = len(test_layers) - 1 if wanted == "last" else int(wanted)
         X, X_train = test_layers[layer], train_layers[layer]
         grid = scores.deletion_grid(X.shape[1])
-        yield layer, X, grid, [scores.delete_low_variance(X_train, [X, X_train], k) for k in grid]
+        yield layer, X, grid, scores.delete_low_variance(X_train, [X, X_train] if train else [X], grid)
 
 
 def probe_table(setup, model: str) -> pd.DataFrame:

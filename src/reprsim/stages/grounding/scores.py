@@ -266,40 +266,43 @@ def deletion_grid(d: int) -> list[int]:
     return sorted(scaled | {d - 1})
 
 
-def delete_low_variance(fit_rows: np.ndarray, rows: list[np.ndarray], k: int) -> list[np.ndarray]:
+def delete_low_variance(fit_rows: np.ndarray, rows: list[np.ndarray], grid: list[int]) -> list[list[np.ndarray]]:
     """Delete the k lowest-variance principal components (Ding et al. A.3) fitted on `fit_rows` (n, d) from
-    each (m, d) array of `rows`: centre on fit_rows' mean, SVD of the centred fit rows, keep the top d − k
-    right singular vectors V: X_c V Vᵀ + mean, in the original d-dim space. Ding keeps the d − k centred
+    each (m, d) array of `rows`, for every k of `grid`: per k, the deleted arrays in the order of `rows`. Centre
+    on fit_rows' mean, SVD of the centred fit rows (once for the whole grid), keep the top d − k right singular
+    vectors V: X_c V Vᵀ + mean, in the original d-dim space. Ding keeps the d − k centred
     coordinates X_c V (times d/(d − k)); that differs only by the mean, an isometric embedding (a rotation
     within the kept subspace) and a scale, to which Ding's measures are invariant after their centring and
     Frobenius normalisation: CKA and Procrustes exactly, CCA's correlations given a rank cut (reprsim's CCA
     has one); PWCCA's weights depend on its first argument's neuron basis, the undeleted side in Ding's
     design. A measure not invariant to that sees a fixed width d. With n ≤ d the fit rows' null directions
-    are kept in an arbitrary order. k = 0 returns copies of the inputs. Computed in float64, returned in
+    are kept in an arbitrary order. k = 0 gives copies of the inputs. Computed in float64, returned in
     each input's float dtype.
     """
     fit = np.asarray(fit_rows)
     if fit.ndim != 2:
         raise ValueError(f"fit_rows must be (n, d); got shape {fit.shape}")
     d = fit.shape[1]
-    if not 0 <= k < d:
-        raise ValueError(f"k must be in [0, {d - 1}] for width {d}; got {k}")
+    for k in grid:
+        if not 0 <= k < d:
+            raise ValueError(f"k must be in [0, {d - 1}] for width {d}; got {k}")
     arrays = [np.asarray(x) for x in rows]
     for x in arrays:
         if x.ndim != 2 or x.shape[1] != d:
             raise ValueError(f"every array of rows must be (m, {d}); got shape {x.shape}")
-    if k == 0:
-        return [x.copy() for x in arrays]
     fit64 = fit.astype(np.float64)
     mean = fit64.mean(axis=0)
-    _, _, vt = np.linalg.svd(fit64 - mean, full_matrices=fit.shape[0] < d)
-    keep = vt[: d - k].T  # (d, d − k)
-    out = []
-    for x in arrays:
-        dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
-        centred = x.astype(np.float64) - mean
-        out.append(((centred @ keep) @ keep.T + mean).astype(dtype))
-    return out
+    vt = np.linalg.svd(fit64 - mean, full_matrices=fit.shape[0] < d)[2] if any(grid) else None
+    centred = [x.astype(np.float64) - mean for x in arrays]
+    dtypes = [x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64 for x in arrays]
+    deleted = []
+    for k in grid:
+        if k == 0:
+            deleted.append([x.copy() for x in arrays])
+            continue
+        keep = vt[: d - k].T  # (d, d − k)
+        deleted.append([((c @ keep) @ keep.T + mean).astype(dtype) for c, dtype in zip(centred, dtypes)])
+    return deleted
 
 
 # --------------------------------------------------------------------------------------------------

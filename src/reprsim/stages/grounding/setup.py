@@ -1,4 +1,4 @@
-"""What a grounding job reads (stores, specs, predictions, probes) and how it tests: one dataclass shared by the
+"""What a grounding job reads (stores, specs, predictions, probes, pair tables) and how it tests: one dataclass shared by the
 measure tests and the probes, so that the probes' jobs import no measure."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ TESTS = ("monotonicity", "deletion", "prediction", "groups", "seeds")
 @dataclass
 class Setup:
     """What one measure-tests job reads: the models' activation stores, their config specs, predictions of the
-    fine-tuned ones, and the dataset (labels for the probe)."""
+    fine-tuned ones, the dataset (labels for the probe), and the pair tables that hold the measure's values
+    (sorted model pair -> (table, replicates): reprsim.stages.grounding.pair_tables)."""
     stores: Mapping[str, str | Path]
     specs: Mapping[str, Mapping]
     dataset_dir: str | Path
@@ -23,6 +24,8 @@ class Setup:
     predictions: Mapping[str, str | Path] = field(default_factory=dict)
     probes: Mapping[str, str | Path] = field(default_factory=dict)  # model -> its deletion probes (probe_table)
     shortcut_stores: Mapping[str, str | Path] = field(default_factory=dict)
+    pair_tables: Mapping[tuple[str, str], tuple[str | Path, str | Path]] = field(default_factory=dict)
+    shortcut_pair_tables: Mapping[tuple[str, str], tuple[str | Path, str | Path]] = field(default_factory=dict)
     monotonicity_models: list[str] | None = None
     deletion_models: list[str] | None = None
     deletion_layers: list[int | str] = field(default_factory=lambda: ["last"])
