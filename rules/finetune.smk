@@ -31,11 +31,27 @@ rule finetune_model:
         "../scripts/finetune_model.py"
 
 
+def truncation_inputs(wildcards):
+    """The model, its base and dataset, and the activation stores of the model and (with heads) its base on that
+    dataset when the extraction may hold the evaluation rows' head inputs as the job's own passes compute them:
+    the split extracted, float32 from full-precision passes, at the max length the model was tuned with. The job
+    reads them only if they hold every row of the split and the head's pooling, else runs the forward passes
+    (reprsim.stages.finetune.truncation.stored_rows)."""
+    spec, extraction = config["models"][wildcards.model], config["extraction"]
+    inputs = {"base": model_dir(spec["base"]), "dataset": dataset_dir(spec["dataset"])}
+    if (spec["dataset"] in EXTRACT_ON and config["finetune_eval"]["split"] in extraction["splits"]
+            and extraction["dtype"] == "float32" and extraction["autocast"] is None
+            and extraction["max_length"] == spec["max_length"]):
+        inputs["store"] = store(spec["dataset"], wildcards.model)
+        if config["finetune_eval"]["heads"]["enabled"]:
+            inputs["base_store"] = store(spec["dataset"], spec["base"])
+    return inputs
+
+
 rule truncation:
     input:
+        unpack(truncation_inputs),
         model=paths.MODEL,
-        base=lambda wildcards: model_dir(config["models"][wildcards.model]["base"]),
-        dataset=lambda wildcards: dataset_dir(config["models"][wildcards.model]["dataset"]),
         code=code("truncation"),
     output:
         table=paths.TRUNCATION_TABLE,

@@ -14,5 +14,6 @@ with tee_to_log(snakemake.log[0]):
     heads = settings if settings.pop("enabled") else None
     table = truncation(snakemake.input.model, snakemake.input.base, snakemake.input.dataset, heads=heads,
                        split=snakemake.params.split, batch_size=snakemake.params.batch_size,
-                       device=resolve_device(snakemake.params.device))
+                       device=resolve_device(snakemake.params.device), store=snakemake.input.get("store"),
+                       base_store=snakemake.input.get("base_store"))
     write_parquet(snakemake.output.table, table)

@@ -1,17 +1,24 @@
 """Fine-tuning (reproducibility, freezing, epochs, scores) and the truncation / skipping consistency properties."""
 
+import json
+import shutil
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from reprsim.io.datasets import load_split
+from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.provenance import hash_directory
 from reprsim.nets.classifiers import classification_scores, evaluate, head_logits
 from reprsim.nets.loading import load_classifier, load_tokenizer
+from reprsim.stages.extract.activations import extract_activations
+from reprsim.stages.finetune import truncation as truncation_module
+from reprsim.stages.finetune.evaluation import evaluation_setup
 from reprsim.stages.finetune.skip import skip_spans
 from reprsim.nets.training import epoch_batches
 from reprsim.stages.finetune.training import finetune_model
-from reprsim.stages.finetune.truncation import train_head, truncation
+from reprsim.stages.finetune.truncation import stored_rows, train_head, truncation
 from reprsim.workflow.plan import training_steps
 
 NO_HEADS = None
@@ -180,6 +187,77 @@ def test_tuned_heads_train_only_the_head(tuned, tiny_models, tiny_dataset):
     again = truncation(directory, tiny_models["bert"], tiny_dataset, "validation", 7, torch.device("cpu"),
                        heads={"epochs": 2, "max_train_examples": 30})
     assert again["value"].tolist() == table["value"].tolist()  # reproducible from the model's seed
+
+
+def activation_store(model_dir, dataset_dir, out, **options):
+    """The extract stage's store of a model on the tiny dataset, as the workflow writes it (its own batches:
+    5 rows, sorted by length, where the truncation's are 7)."""
+    settings = {"splits": ["train", "validation"], "batch_size": 5, "max_length": SPEC["max_length"],
+                "tokens": False} | options
+    extract_activations(model_dir, dataset_dir, out, **settings, provenance={
+        "model_hash": read_meta(model_dir)["content_hash"], "dataset_hash": read_meta(dataset_dir)["content_hash"]})
+    return out
+
+
+def without_token_types(model_dir, out):
+    """A copy of a model whose tokenizer gives no token type ids, as GPT-2's own does (the tiny GPT-2 borrows
+    MiniLM's WordPiece, which gives them, and GPT-2 adds their embedding: the extract stage feeds none)."""
+    shutil.copytree(model_dir, out)
+    config = out / "tokenizer_config.json"
+    names = {"model_input_names": ["input_ids", "attention_mask"]}
+    config.write_text(json.dumps(json.loads(config.read_text()) | names))
+    return out
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_head_inputs_read_from_the_stores_give_the_forward_passes_table(tuned, tiny_models, tiny_dataset, tmp_path,
+                                                                        family, monkeypatch):
+    """The evaluation rows' head inputs of the fine-tuned model and its base read from their activation stores
+    (first token; GPT-2: last real token, final LayerNorm below the top) give the table of the forward passes,
+    and the encoders run only on the heads' train rows."""
+    directory, base = tuned[family][0], tiny_models[family]
+    if family == "gpt2":
+        directory = without_token_types(directory, tmp_path / "tuned")
+        base = without_token_types(base, tmp_path / "base")
+    heads = {"epochs": 2, "max_train_examples": 30}
+    forward = truncation(directory, base, tiny_dataset, "validation", 7, torch.device("cpu"), heads=heads)
+    passes, run = [], truncation_module.layer_head_inputs
+    monkeypatch.setattr(truncation_module, "layer_head_inputs",
+                        lambda encoder, tokenizer, frame, *rest: passes.append(len(frame)) or run(encoder, tokenizer,
+                                                                                                  frame, *rest))
+    stored = truncation(directory, base, tiny_dataset, "validation", 7, torch.device("cpu"), heads=heads,
+                        store=activation_store(directory, tiny_dataset, tmp_path / "tuned.zarr"),
+                        base_store=activation_store(base, tiny_dataset, tmp_path / "base.zarr"))
+    assert passes == [30, 30]  # TUNED's and TUNEDORIG's train rows; no evaluation row
+    pd.testing.assert_frame_equal(stored, forward)
+
+
+@pytest.mark.parametrize("family, options, reason", [
+    ("bert", {"max_examples": 10}, "not every row of split validation"),
+    ("bert", {"splits": ["train"]}, "not every row of split validation"),
+    ("bert", {"max_length": 16}, "max_length 16, not 24"),
+    ("bert", {"dtype": "float16"}, "stored as float16"),
+    ("bert", {"poolings": ["mean", "last"]}, "no cls pooling"),
+    ("gpt2", {}, "token types the store's passes lack"),
+])
+def test_a_store_that_does_not_hold_the_head_inputs_exactly_is_passed_by(tuned, tiny_dataset, tmp_path, capsys,
+                                                                         family, options, reason):
+    directory, _ = tuned[family]
+    store = activation_store(directory, tiny_dataset, tmp_path / "other.zarr", **options)
+    frame, tokenizer, model, max_length = evaluation_setup(directory, tiny_dataset, "validation", torch.device("cpu"))
+    assert stored_rows(store, model.base_model, tokenizer, directory, tiny_dataset, "validation", frame,
+                       max_length) is None
+    assert reason in capsys.readouterr().out
+
+
+def test_another_models_store_is_passed_by_and_the_forward_pass_runs(tuned, tiny_models, tiny_dataset, tmp_path,
+                                                                     capsys):
+    directory, _ = tuned["bert"]
+    base_store = activation_store(tiny_models["bert"], tiny_dataset, tmp_path / "base.zarr")
+    table = truncation(directory, None, tiny_dataset, "validation", 7, torch.device("cpu"), store=base_store)
+    assert "another model's store" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(table, truncation(directory, None, tiny_dataset, "validation", 7,
+                                                    torch.device("cpu")))
 
 
 def test_a_fresh_head_learns_from_fixed_features():

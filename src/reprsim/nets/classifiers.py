@@ -134,17 +134,22 @@ def head_logits(model, hidden: torch.Tensor, attention_mask: torch.Tensor, layer
     Equivalent to discarding the blocks above `layer`. Each family feeds its head
     the way its own forward does.
     """
+    return head_on_input(model, head_input(model.base_model, hidden, attention_mask, layer))
+
+
+def head_on_input(model, inputs: torch.Tensor) -> torch.Tensor:
+    """The task head of `model` on the token vectors (batch, d) it reads (:func:`head_input`)."""
     kind = model.config.model_type
     if kind == "bert":
-        pooled = model.bert.pooler(hidden) if model.bert.pooler is not None else hidden[:, 0]
+        pooled = model.bert.pooler(inputs[:, None]) if model.bert.pooler is not None else inputs
         return model.classifier(model.dropout(pooled))
     if kind in ("roberta", "electra"):
-        return model.classifier(hidden)
+        return model.classifier(inputs[:, None])  # their heads read the first token of (batch, tokens, d)
     if kind == "distilbert":
-        pooled = torch.relu(model.pre_classifier(hidden[:, 0]))
+        pooled = torch.relu(model.pre_classifier(inputs))
         return model.classifier(model.dropout(pooled))
     if kind == "gpt2":
-        return model.score(head_input(model.transformer, hidden, attention_mask, layer))
+        return model.score(inputs)
     raise NotImplementedError(
         f"truncation is implemented for bert, roberta, electra, distilbert and gpt2 heads; got {kind!r}"
     )
@@ -154,11 +159,32 @@ def head_input(encoder, hidden: torch.Tensor, attention_mask: torch.Tensor, laye
     """The token vector (batch, d) a classification head of this family reads from layer `layer`."""
     if encoder.config.model_type != "gpt2":
         return hidden[:, 0]
-    # GPT2Model applies its final LayerNorm only to the last hidden state
-    if layer < n_layers(encoder.config):
-        hidden = encoder.ln_f(hidden)
+    hidden = final_norm(encoder, hidden, layer)
     last = attention_mask.sum(dim=1) - 1
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def head_token(config) -> str:
+    """The token a family's classification head reads, by the name of the extract stage's pooling that
+    holds it (reprsim.stages.extract.activations.pool): the first ("cls"), GPT-2's last real one ("last")."""
+    return "last" if config.model_type == "gpt2" else "cls"
+
+
+def token_types_matter(config, tokenizer, frame: pd.DataFrame) -> bool:
+    """Whether the token type ids the tokenizer gives `frame`'s rows make the model compute other than it does
+    without them: a second text of a pair (type 1); GPT-2, which adds the embedding of every token type id it is
+    given (BERT-style models take type 0 by default)."""
+    if "token_type_ids" not in tokenizer.model_input_names:
+        return False
+    return bool(frame["text_pair"].notna().any()) or config.model_type == "gpt2"
+
+
+def final_norm(encoder, hidden: torch.Tensor, layer: int) -> torch.Tensor:
+    """Layer `layer`'s hidden states (any leading shape, d) as the family's head sees them: GPT2Model applies
+    its final LayerNorm only to the last hidden state, so below the top layer the head input gets it here."""
+    if encoder.config.model_type == "gpt2" and layer < n_layers(encoder.config):
+        return encoder.ln_f(hidden)
+    return hidden
 
 
 def fresh_head(width: int, n_labels: int, dropout: float) -> torch.nn.Sequential:

@@ -13,6 +13,11 @@ same for every family so TUNED and TUNEDORIG curves compare like with like. Phan
 "further fine-tune the output head"; we start it fresh (the issue's definition), which
 TUNEDORIG needs anyway since the base model has no task head.
 
+The evaluation rows' head inputs of every layer come from one forward pass of each encoder, or, when the
+extract stage's store of that encoder holds them exactly (:func:`stored_rows`), from the store: the
+rows the extraction holds are computed once, for every stage that reads them. The heads'
+training rows (a seeded sample of the train split) always run through the encoders here.
+
 Skipping blocks is :mod:`reprsim.stages.finetune.skip`. Every evaluation scores accuracy and Matthews correlation (CoLA's GLUE metric).
 """
 
@@ -28,15 +33,19 @@ from transformers import get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.logs import progress
+from reprsim.io.store import open_store, pooled_rows
 from reprsim.nets.classifiers import (
     classification_scores,
     eval_batches,
-    length_order,
+    final_norm,
     fresh_head,
     head_input,
-    head_logits,
+    head_on_input,
+    head_token,
+    length_order,
+    token_types_matter,
 )
-from reprsim.nets.loading import load_encoder, load_tokenizer, n_layers
+from reprsim.nets.loading import load_encoder, load_tokenizer
 from reprsim.schema import schema_defaults
 from reprsim.stages.finetune.evaluation import evaluation_setup, tagged
 from reprsim.standardise import Standardise
@@ -102,35 +111,66 @@ def _scored(rows: list[dict], mode: str, layer: int, predictions, labels) -> Non
         rows.append({"layer": layer, "mode": mode, "metric": metric, "value": value})
 
 
+def stored_rows(store_path: str | Path, encoder, tokenizer, model_dir: str | Path, dataset_dir: str | Path,
+                split: str, frame: pd.DataFrame, max_length: int) -> np.ndarray | None:
+    """The rows of the token the encoder's head reads (head_token), every layer (layers + 1, rows, d), that the
+    activation store at `store_path` holds for `frame` (every row of `split`, in any order: its index is the row's
+    position in the split), when they are what this job's own forward pass would compute: the store of this
+    model on this dataset (their content hashes), every row of the split, float32 from full-precision passes over
+    at most `max_length` tokens, and no token types that change the model (the extract stage's passes feed none).
+    Otherwise None, saying why; the caller runs the forward pass. The store's passes batch the rows
+    differently: its rows differ from the job's own by float rounding."""
+    store, pooling = open_store(store_path), head_token(encoder.config)
+    attrs = store.attrs
+    checks = {
+        "another model's store": attrs.get("model_hash") == read_meta(model_dir)["content_hash"],
+        "another dataset's store": attrs.get("dataset_hash") == read_meta(dataset_dir)["content_hash"],
+        f"not every row of split {split}": attrs.get("split_sizes", {}).get(split) == len(frame),
+        f"no {pooling} pooling": pooling in attrs.get("poolings", []),
+        f"stored as {attrs.get('dtype')}": attrs.get("dtype") == "float32",
+        "extracted under autocast": attrs.get("batching", {}).get("autocast") is None,
+        f"max_length {attrs.get('max_length')}, not {max_length}": attrs.get("max_length") == max_length,
+        "token types the store's passes lack": not token_types_matter(encoder.config, tokenizer, frame),
+    }
+    if not all(checks.values()):
+        print(f"{store_path} does not hold the head inputs ({', '.join(k for k, ok in checks.items() if not ok)}): "
+              "running the forward pass")
+        return None
+    return pooled_rows(store, pooling, split)[:, frame.index.to_numpy()]
+
+
+def evaluation_head_inputs(encoder, tokenizer, frame: pd.DataFrame, store: str | Path | None, model_dir, dataset_dir,
+                           split: str, batch_size: int, max_length: int, device, desc: str) -> torch.Tensor:
+    """Head inputs of every layer for the evaluation rows (rows, layers + 1, d), float32 on the CPU, in the
+    frame's order: read from the encoder's activation store when it holds them (stored_rows), else from a
+    forward pass."""
+    stored = None if store is None else stored_rows(store, encoder, tokenizer, model_dir, dataset_dir, split, frame,
+                                                    max_length)
+    if stored is None:
+        return layer_head_inputs(encoder, tokenizer, frame, batch_size, max_length, device, desc)
+    with torch.inference_mode():
+        return torch.stack([final_norm(encoder, torch.from_numpy(rows).to(device), layer).float().cpu()
+                            for layer, rows in enumerate(stored)], 1)
+
+
 @torch.inference_mode()
-def _untuned_rows(model, tokenizer, frame: pd.DataFrame, batch_size: int, max_length: int, device,
-                  name: str) -> list[dict]:
-    layers = n_layers(model.config) + 1
-    predictions, full = [[] for _ in range(layers)], []
-    for batch in progress(
-        eval_batches(tokenizer, frame, batch_size, max_length, device),
-        total=math.ceil(len(frame) / batch_size), unit="batch", desc=f"UNTUNED {name}",
-    ):
-        batch.pop("labels")
-        output = model(**batch, output_hidden_states=True)
-        full.append(output.logits.argmax(-1).cpu())
-        for layer, hidden in enumerate(output.hidden_states):
-            predictions[layer].append(head_logits(model, hidden, batch["attention_mask"], layer).argmax(-1).cpu())
-    labels = frame["label"].to_numpy()
+def _untuned_rows(model, inputs: torch.Tensor, labels: np.ndarray, device) -> list[dict]:
+    """UNTUNED: the model's own head on each layer's head inputs; FULL: on the top layer's (the full model)."""
     rows: list[dict] = []
-    for layer in range(layers):
-        _scored(rows, "UNTUNED", layer, torch.cat(predictions[layer]).numpy(), labels)
-    _scored(rows, "FULL", layers - 1, torch.cat(full).numpy(), labels)
+    predictions = [head_on_input(model, inputs[:, layer].to(device)).argmax(-1).cpu().numpy()
+                   for layer in range(inputs.shape[1])]
+    for layer, layer_predictions in enumerate(predictions):
+        _scored(rows, "UNTUNED", layer, layer_predictions, labels)
+    _scored(rows, "FULL", len(predictions) - 1, predictions[-1], labels)
     return rows
 
 
-def _tuned_head_rows(mode: str, encoder, tokenizer, train: pd.DataFrame, frame: pd.DataFrame, n_labels: int,
-                     heads: dict, seed: int, batch_size: int, max_length: int, device, name: str) -> list[dict]:
-    """A fresh head per layer on `encoder`'s frozen head inputs (train rows), scored on `frame`."""
+def _tuned_head_rows(mode: str, encoder, tokenizer, train: pd.DataFrame, eval_inputs: torch.Tensor,
+                     labels: np.ndarray, n_labels: int, heads: dict, seed: int, batch_size: int, max_length: int,
+                     device, name: str) -> list[dict]:
+    """A fresh head per layer on `encoder`'s frozen head inputs (train rows), scored on the evaluation rows'."""
     train_inputs = layer_head_inputs(encoder, tokenizer, train, batch_size, max_length, device,
                                      f"{mode} {name}: train features")
-    eval_inputs = layer_head_inputs(encoder, tokenizer, frame, batch_size, max_length, device,
-                                    f"{mode} {name}: {len(frame)} evaluation rows")
     train_labels = torch.tensor(train["label"].to_numpy())
     dropout = float(getattr(encoder.config, "hidden_dropout_prob", getattr(encoder.config, "resid_pdrop", 0.1)))
     rows: list[dict] = []
@@ -138,37 +178,46 @@ def _tuned_head_rows(mode: str, encoder, tokenizer, train: pd.DataFrame, frame: 
         head = train_head(train_inputs[:, layer], train_labels, n_labels, heads, seed + layer, dropout)
         with torch.inference_mode():
             predictions = head(eval_inputs[:, layer]).argmax(-1).numpy()
-        _scored(rows, mode, layer, predictions, frame["label"].to_numpy())
+        _scored(rows, mode, layer, predictions, labels)
     return rows
 
 
 def truncation(model_dir: str | Path, base_dir: str | Path | None, dataset_dir: str | Path, split: str,
-               batch_size: int, device: torch.device, heads: dict | None = None) -> pd.DataFrame:
+               batch_size: int, device: torch.device, heads: dict | None = None, store: str | Path | None = None,
+               base_store: str | Path | None = None) -> pd.DataFrame:
     """Truncation curves of one fine-tuned model: rows (layer, mode, metric, value).
 
     `heads` (settings for the fresh TUNED/TUNEDORIG heads, see HEAD_DEFAULTS) None: UNTUNED,
     FULL and MAJORITY only. TUNEDORIG needs `base_dir`, the model fine-tuning started from.
     Head training rows are a seeded sample of at most `max_train_examples` train rows.
+    The evaluation rows' head inputs of every layer come from one pass of each encoder, or from its activation
+    store on the dataset (`store`: the model's, `base_store`: the base's) when that holds them exactly.
     """
     frame, tokenizer, model, max_length = evaluation_setup(model_dir, dataset_dir, split, device)
     name = Path(model_dir).name
+    labels = frame["label"].to_numpy()
     train = load_split(dataset_dir, "train")
-    rows = _untuned_rows(model, tokenizer, frame, batch_size, max_length, device, name)
+    eval_inputs = evaluation_head_inputs(model.base_model, tokenizer, frame, store, model_dir, dataset_dir, split,
+                                         batch_size, max_length, device, f"{name}: {len(frame)} evaluation rows")
+    rows = _untuned_rows(model, eval_inputs, labels, device)
     counts = train["label"].value_counts()
     majority = min(counts[counts == counts.max()].index)  # ties: the lowest class, deterministically
-    _scored(rows, "MAJORITY", -1, np.full(len(frame), majority), frame["label"].to_numpy())
+    _scored(rows, "MAJORITY", -1, np.full(len(frame), majority), labels)
     if heads is not None:
         heads = HEAD_DEFAULTS | heads
         seed = int(read_meta(model_dir)["seed"])
         if len(train) > heads["max_train_examples"]:
             train = train.sample(n=int(heads["max_train_examples"]), random_state=seed).sort_index()
         n_labels = model.config.num_labels
-        encoders = {"TUNED": (model.base_model, tokenizer)}
+        rows += _tuned_head_rows("TUNED", model.base_model, tokenizer, train, eval_inputs, labels, n_labels, heads,
+                                 seed, batch_size, max_length, device, name)
         if base_dir is not None:
-            encoders["TUNEDORIG"] = (load_encoder(base_dir, device), load_tokenizer(base_dir))
-        for mode, (encoder, encoder_tokenizer) in encoders.items():
-            rows += _tuned_head_rows(mode, encoder, encoder_tokenizer, train, frame, n_labels, heads, seed,
-                                     batch_size, max_length, device, name)
+            base, base_tokenizer = load_encoder(base_dir, device), load_tokenizer(base_dir)
+            base_inputs = evaluation_head_inputs(base, base_tokenizer, frame, base_store, base_dir, dataset_dir,
+                                                 split, batch_size, max_length, device,
+                                                 f"TUNEDORIG {name}: {len(frame)} evaluation rows")
+            rows += _tuned_head_rows("TUNEDORIG", base, base_tokenizer, train, base_inputs, labels, n_labels,
+                                     heads, seed, batch_size, max_length, device, name)
     table = tagged(rows, split, frame, model_dir, device)
     table["n_train_heads"] = len(train) if heads is not None else 0
     return table
