@@ -210,11 +210,52 @@ def test_language_model_chance_is_the_mean_over_re_paired_targets():
 
 
 def test_several_seeds_train_learned_maps_once_each_and_score_the_identity_once(seeds, task):
-    table, _ = stitch_pair(seeds[1], seeds[2], task, phis=["identity", "affine"], steps=3, layers=[(2, 2)],
-                           seeds=[0, 1], **FAST)
+    settings = {**FAST, "phis": ["identity", "affine"], "steps": 3, "layers": [(2, 2)], "heldout": 32}
+    table, replicates = stitch_pair(seeds[1], seeds[2], task, seeds=[0, 1], **settings)
     counts = table[table["metric"] == "accuracy"].groupby(["phi", "seed"]).size().to_dict()
     assert counts == {("affine", 0): 1, ("affine", 1): 1, ("identity", 0): 1}
     assert table["top_score"].nunique() == 2  # one per metric: g scored once
+    # every seed's maps share one held-out check and one evaluation: a seed's learned maps score as trained alone
+    alone, alone_replicates = stitch_pair(seeds[1], seeds[2], task, seeds=[1], **settings)
+    columns = [c for c in table.columns if c != "seconds"]
+
+    def learned(frame, seed):
+        return frame[(frame["seed"] == seed) & (frame["phi"] == "affine")].reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(learned(table, 1)[columns], learned(alone, 1)[columns])
+    pd.testing.assert_frame_equal(learned(replicates, 1), learned(alone_replicates, 1))
+
+
+@pytest.mark.parametrize("bottom_seed", [1, 2], ids=["self-stitch", "cross"])
+def test_shared_passes_give_every_stitched_model_its_own_output_to_the_bit(seeds, task, bottom_seed):
+    """The held-out check and the evaluation run f once per batch for all maps (in a self-stitch, in g's own pass)
+    and a map equal to the identity once per (l, m) (into its own model at l = m: the model's own pass): each
+    stitched model's output, and g's, are those of its own forward passes, to the bit."""
+    from reprsim.stages.stitch import pairs
+    from reprsim.stages.stitch.stitched import is_identity, stitched_forward
+
+    bottom, top, tokenizers = pairs._load("classification", seeds[bottom_seed], seeds[1], CPU)
+    objective = pairs._objective("classification", task, seeds[1], tokenizers, "validation", CPU, None, None, None,
+                                 "train", 32)
+    width = top.config.hidden_size
+    torch.manual_seed(0)
+    moved, normed = make_phi("affine", width, width), make_phi("affine_layernorm", width, width)
+    with torch.no_grad():
+        moved.weight.add_(0.05 * torch.randn_like(moved.weight))
+        normed.linear.weight.normal_(std=0.3)
+    maps = {(0, 1, 1, "identity"): make_phi("identity", width, width),
+            (0, 1, 1, "affine"): make_phi("affine", width, width),  # at its identity start
+            (1, 1, 1, "affine"): make_phi("affine", width, width),
+            (0, 2, 1, "affine"): make_phi("affine", width, width),
+            (0, 2, 2, "affine"): moved, (0, 1, 2, "affine_layernorm"): normed}
+    assert [is_identity(phi) for phi in maps.values()] == [True, True, True, True, False, False]
+    placed = pairs._placed(maps)
+    for batch in objective.heldout_batches + objective.eval_batches[:2]:
+        shared = pairs._measured(placed, bottom, top, batch, lambda output: output.logits, with_top=True)
+        assert torch.equal(shared["top"], top(**model_inputs(batch)).logits)
+        for name, (l, m, phi) in placed.items():
+            own = stitched_forward(top, m, phi, residual_stream(bottom, batch, [l])[l], batch).logits
+            assert torch.equal(shared[name], own), name
 
 
 # ----------------------------------------------------------------- causal language models

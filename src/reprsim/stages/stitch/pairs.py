@@ -34,13 +34,14 @@ from reprsim.io.device import describe
 from reprsim.io.logs import progress
 from reprsim.layers import matching_layer
 from reprsim.nets.loading import load_causal_lm, load_classifier, load_encoder, load_tokenizer, n_layers
-from reprsim.nets.streams import model_inputs, residual_stream
+from reprsim.nets.streams import model_inputs, residual_stream, streams_and_output
 from reprsim.resampling import METHOD, half_samples, interval, subsample_size
 from reprsim.stages.stitch.objectives import HIGHER_IS_BETTER, OBJECTIVES, Classification, LanguageModeling
 from reprsim.stages.stitch.stitched import (
     PHI_KINDS,
     check_widths,
     freeze,
+    is_identity,
     least_squares_start,
     make_phi,
     starts_at_identity,
@@ -203,61 +204,90 @@ def _train(maps, bottom, top, task, steps, batch_size, optimizer_spec, seed, lab
             for key, r in record.items()}
 
 
+def _pass_of(name, l: int, m: int, phi, self_stitch: bool):
+    """Which forward pass gives a stitched model: a map equal to the identity gives the identity's model at its
+    (l, m), which for a model stitched into itself at l = m is the model itself ("top": the same operations on the
+    same inputs, reprsim.nets.streams); any other map its own."""
+    if is_identity(phi):
+        return ("top",) if self_stitch and l == m else ("identity", l, m)
+    return ("map", name)
+
+
 @torch.no_grad()
-def _heldout_losses(maps, bottom, top, task) -> dict:
-    """Every map's training loss on the held-out rows of the training split (the mean over rows or blocks)."""
-    totals, rows = {key: 0.0 for key in maps}, 0
-    layers = sorted({l for l, _, _ in maps})
+def _measured(maps: dict, bottom, top, batch: dict, measure, with_top: bool = False) -> dict:
+    """`measure(output)` on `batch` of every stitched model in `maps` ({name: (l, m, φ)}), and of g alone ("top",
+    with `with_top`), each distinct model's forward pass run once: f's streams in one pass for every map (for a
+    self-stitch, the pass that gives g's own output too), one pass per distinct map (_pass_of)."""
+    passes = {name: _pass_of(name, l, m, phi, bottom is top) for name, (l, m, phi) in maps.items()}
+    distinct = {}
+    for name, kind in passes.items():
+        distinct.setdefault(kind, maps[name])
+    own_needed = with_top or ("top",) in distinct
+    stitched = {kind: spec for kind, spec in distinct.items() if kind != ("top",)}
+    layers = sorted({l for l, _, _ in stitched.values()})
+    measures = {}
+    if own_needed and bottom is top and layers:
+        streams, own = streams_and_output(top, batch, layers)
+    else:
+        streams = residual_stream(bottom, batch, layers) if layers else {}
+        own = top(**model_inputs(batch), use_cache=False) if own_needed else None
+    if own is not None:
+        measures[("top",)] = measure(own)
+        del own  # a language model's logits are large: one model's output alive at a time
+    for kind, (l, m, phi) in stitched.items():
+        measures[kind] = measure(stitched_forward(top, m, phi, streams[l], batch))
+    result = {name: measures[kind] for name, kind in passes.items()}
+    if with_top:
+        result["top"] = measures[("top",)]
+    return result
+
+
+def _heldout_losses(maps: dict, bottom, top, task) -> dict:
+    """The training loss on the held-out rows of the training split (the mean over rows or blocks) of every
+    stitched model in `maps` ({name: (l, m, φ)}), each pass once per batch (_measured)."""
+    totals, rows = dict.fromkeys(maps, 0.0), 0
     for batch in task.heldout_batches:
-        streams = residual_stream(bottom, batch, layers)
         size = len(batch["input_ids"])
-        for key, phi in maps.items():
-            totals[key] += float(task.loss(stitched_forward(top, key[1], phi, streams[key[0]], batch), batch)) * size
+        weighted = _measured(maps, bottom, top, batch, lambda output: float(task.loss(output, batch)) * size)
+        for name, loss in weighted.items():
+            totals[name] += loss
         rows += size
-    return {key: total / rows for key, total in totals.items()}
+    return {name: total / rows for name, total in totals.items()}
 
 
-def _keep_improved(maps, starts: dict, bottom, top, task) -> dict:
-    """Each trained map, or its start (`starts`: state dicts) where training did not lower its loss on the held-out
-    rows of the training split: a learned map never ends worse there than where it started. Returns per map
-    (held-out loss at the start, after training, and which was kept)."""
-    trained = {key: copy.deepcopy(phi.state_dict()) for key, phi in maps.items()}
-    trained_losses = _heldout_losses(maps, bottom, top, task)
-    for key, phi in maps.items():
-        phi.load_state_dict(starts[key])
-    start_losses = _heldout_losses(maps, bottom, top, task)
+def _placed(maps: dict) -> dict:
+    """{name: (l, m, φ)} for maps named (seed, l, m, kind)."""
+    return {name: (name[1], name[2], phi) for name, phi in maps.items()}
+
+
+def _keep_improved(trained: dict, starts: dict, bottom, top, task) -> dict:
+    """Whether each trained map (named (seed, l, m, kind)) or its start (`starts`: copies of the maps before
+    training) is kept: its start where training did not lower its loss on the held-out rows of the training split,
+    so a learned map never ends worse there than where it started. Both states of every map are scored on the same
+    passes of f. Returns per map (held-out loss at the start, after training, "trained" or "start")."""
+    both = {**{("trained", *name): spec for name, spec in _placed(trained).items()},
+            **{("start", *name): spec for name, spec in _placed(starts).items()}}
+    losses = _heldout_losses(both, bottom, top, task)
     outcome = {}
-    for key, phi in maps.items():
-        improved = trained_losses[key] < start_losses[key]
-        if improved:
-            phi.load_state_dict(trained[key])
-        outcome[key] = (start_losses[key], trained_losses[key], "trained" if improved else "start")
+    for name in trained:
+        start_loss, trained_loss = losses[("start", *name)], losses[("trained", *name)]
+        outcome[name] = (start_loss, trained_loss, "trained" if trained_loss < start_loss else "start")
     return outcome
 
 
 @torch.no_grad()
-def _evaluate(maps, bottom, top, task, label, with_top: bool) -> tuple[dict | None, dict]:
-    """Per-row statistics of every stitched model (and of the top model alone, `with_top`) on the
-    evaluation batches. A model stitched into itself through the identity at the same layer is the model itself
-    (the same operations on the same inputs: reprsim.nets.streams), so it takes the model's own statistics."""
-    itself = [key for key in maps if bottom is top and key[2] == "identity" and key[0] == key[1]]
-    stats = {key: [] for key in maps}
-    if with_top or itself:
-        stats["top"] = []
-    layers = sorted({key[0] for key in maps if key not in itself})
+def _evaluate(maps: dict, bottom, top, task, label: str) -> tuple[dict, dict]:
+    """Per-row statistics of g alone and of every stitched model (maps named (seed, l, m, kind)) on the evaluation
+    batches, each distinct model's pass once per batch (_measured): a map equal to the identity takes the
+    identity's statistics at its (l, m), and a model stitched into itself there the model's own."""
+    stats = {name: [] for name in [*maps, "top"]}
     for batch in progress(task.eval_batches, unit="batch", desc=f"evaluate {label}"):
-        if "top" in stats:
-            stats["top"].append(task.row_stats(top(**model_inputs(batch), use_cache=False), batch))
-        streams = residual_stream(bottom, batch, layers) if layers else {}
-        for key, phi in maps.items():
-            if key in itself:
-                stats[key].append(stats["top"][-1])
-                continue
-            stats[key].append(task.row_stats(stitched_forward(top, key[1], phi, streams[key[0]], batch), batch))
-    joined = {key: {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-              for key, parts in stats.items() if parts}
-    top_stats = joined.pop("top", None)
-    return (top_stats if with_top else None), joined
+        for name, row_stats in _measured(_placed(maps), bottom, top, batch,
+                                         lambda output: task.row_stats(output, batch), with_top=True).items():
+            stats[name].append(row_stats)
+    joined = {name: {stat: np.concatenate([part[stat] for part in parts]) for stat in parts[0]}
+              for name, parts in stats.items()}
+    return joined.pop("top"), joined
 
 
 def stitch_pair(
@@ -296,61 +326,67 @@ def stitch_pair(
     subsets = half_samples(n, resamples, seed=interval_seed)
     m = subsample_size(n)
 
-    identity_keys = [(l, mm, "identity") for l, mm in pairs] if "identity" in phis else []
     learned = [kind for kind in phis if kind != "identity"]
-    runs = []  # (seed, maps, starts, training records)
-    for index, seed in enumerate(seeds):
-        torch.manual_seed(int(seed))
+    # every seed's maps, named (seed, l, m, kind), in the table's order: each seed's learned maps, the identity
+    # after the first seed's (it needs no training: scored once, under the first seed)
+    maps, untrained, starts, records = {}, {}, {}, {}
+    for index, seed in enumerate(map(int, seeds)):
+        torch.manual_seed(seed)
         keys = [(l, mm, kind) for l, mm in pairs for kind in learned]
-        maps, starts = _start_maps(keys, bottom, top, task, batch_size, int(seed), init_tokens) if keys else ({}, {})
-        at_start = {key: copy.deepcopy(phi.state_dict()) for key, phi in maps.items()}
-        trained = _train(maps, bottom, top, task, steps, batch_size, optimizer or {}, int(seed), f"{label}, seed {seed}")
-        kept = (_keep_improved(maps, at_start, bottom, top, task) if task.heldout_batches and steps else
-                {key: (np.nan, np.nan, "trained") for key in maps})
-        if index == 0:  # the identity needs no training: scored once, under the first seed
-            for key in identity_keys:
-                maps[key] = make_phi("identity", d_in, d_out)
-                starts[key], trained[key], kept[key] = "identity", (np.nan, np.nan, 0.0), (np.nan, np.nan, "")
-        for phi in maps.values():
-            phi.eval()
-        runs.append((int(seed), maps, starts, trained, kept))
+        fitted, start_of = _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens) if keys else ({}, {})
+        copies = {key: copy.deepcopy(phi) for key, phi in fitted.items()}
+        record = _train(fitted, bottom, top, task, steps, batch_size, optimizer or {}, seed, f"{label}, seed {seed}")
+        for key, phi in fitted.items():
+            name = (seed, *key)
+            maps[name], untrained[name] = phi, copies[key]
+            starts[name], records[name] = start_of[key], record[key]
+        if index == 0 and "identity" in phis:
+            for l, mm in pairs:
+                name = (seed, l, mm, "identity")
+                maps[name], starts[name] = make_phi("identity", d_in, d_out), "identity"
+                records[name] = (np.nan, np.nan, 0.0)
+    # every seed's learned maps in one held-out check and all maps in one evaluation: f's streams once per batch
+    trained = {name: maps[name] for name in untrained}
+    kept = (_keep_improved(trained, untrained, bottom, top, task) if trained and task.heldout_batches and steps else
+            {name: (np.nan, np.nan, "trained") for name in trained})
+    for name, (_, _, which) in kept.items():
+        if which == "start":
+            maps[name] = untrained[name]
+    for phi in maps.values():
+        phi.eval()
+    top_stats, stitched = _evaluate(maps, bottom, top, task, label)
+    top_scores = task.scores(top_stats)
+    top_replicates = [task.scores(top_stats, rows_) for rows_ in subsets]
 
     rows, replicate_rows = [], []
-    top_stats = None
-    for seed, maps, starts, trained, kept in runs:
-        top_now, stitched = _evaluate(maps, bottom, top, task, f"{label}, seed {seed}", with_top=top_stats is None)
-        if top_stats is None:  # g alone: scored once
-            top_stats = top_now
-            top_scores = task.scores(top_stats)
-            top_replicates = [task.scores(top_stats, rows_) for rows_ in subsets]
-        for key, stats in stitched.items():
-            l, mm, kind = key
-            scores = task.scores(stats)
-            chance = task.chance(stats, chance_permutations, chance_seed)
-            replicates = [task.scores(stats, rows_) for rows_ in subsets]
-            first_loss, final_loss, seconds = trained[key]
-            heldout_start, heldout_trained, kept_map = kept[key]
-            for metric in task.metrics:
-                sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
-                values = np.array([r[metric] for r in replicates])
-                tops = np.array([r[metric] for r in top_replicates])
-                penalties = sign * (tops - values)
-                penalty = sign * (top_scores[metric] - scores[metric])
-                low, high = interval(scores[metric], values, n, m, confidence)
-                top_low, top_high = interval(top_scores[metric], tops, n, m, confidence)
-                penalty_low, penalty_high = interval(penalty, penalties, n, m, confidence)
-                rows.append({
-                    "layer_a": l, "layer_b": mm, "phi": kind, "seed": seed, "metric": metric,
-                    "higher_is_better": HIGHER_IS_BETTER[metric], "value": scores[metric], "chance": chance[metric],
-                    "ci_low": low, "ci_high": high, "top_score": top_scores[metric], "top_low": top_low,
-                    "top_high": top_high, "penalty": penalty, "penalty_low": penalty_low, "penalty_high": penalty_high,
-                    "start": starts[key], "steps": 0 if kind == "identity" else steps, "first_loss": first_loss,
-                    "final_loss": final_loss, "heldout_start_loss": heldout_start,
-                    "heldout_trained_loss": heldout_trained, "kept": kept_map, "seconds": round(seconds, 2),
-                })
-                replicate_rows += [{"layer_a": l, "layer_b": mm, "phi": kind, "seed": seed, "metric": metric,
-                                    "replicate": r, "value": v, "penalty": p}
-                                   for r, (v, p) in enumerate(zip(values, penalties))]
+    for name, stats in stitched.items():
+        seed, l, mm, kind = name
+        scores = task.scores(stats)
+        chance = task.chance(stats, chance_permutations, chance_seed)
+        replicates = [task.scores(stats, rows_) for rows_ in subsets]
+        first_loss, final_loss, seconds = records[name]
+        heldout_start, heldout_trained, kept_map = kept.get(name, (np.nan, np.nan, ""))
+        for metric in task.metrics:
+            sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
+            values = np.array([r[metric] for r in replicates])
+            tops = np.array([r[metric] for r in top_replicates])
+            penalties = sign * (tops - values)
+            penalty = sign * (top_scores[metric] - scores[metric])
+            low, high = interval(scores[metric], values, n, m, confidence)
+            top_low, top_high = interval(top_scores[metric], tops, n, m, confidence)
+            penalty_low, penalty_high = interval(penalty, penalties, n, m, confidence)
+            rows.append({
+                "layer_a": l, "layer_b": mm, "phi": kind, "seed": seed, "metric": metric,
+                "higher_is_better": HIGHER_IS_BETTER[metric], "value": scores[metric], "chance": chance[metric],
+                "ci_low": low, "ci_high": high, "top_score": top_scores[metric], "top_low": top_low,
+                "top_high": top_high, "penalty": penalty, "penalty_low": penalty_low, "penalty_high": penalty_high,
+                "start": starts[name], "steps": 0 if kind == "identity" else steps, "first_loss": first_loss,
+                "final_loss": final_loss, "heldout_start_loss": heldout_start,
+                "heldout_trained_loss": heldout_trained, "kept": kept_map, "seconds": round(seconds, 2),
+            })
+            replicate_rows += [{"layer_a": l, "layer_b": mm, "phi": kind, "seed": seed, "metric": metric,
+                                "replicate": r, "value": v, "penalty": p}
+                               for r, (v, p) in enumerate(zip(values, penalties))]
     table = pd.DataFrame(rows)
     table = with_self_stitch(table, self_table)
     table["dataset"], table["objective"] = dataset, objective

@@ -75,6 +75,15 @@ def starts_at_identity(kind: str, d_in: int, d_out: int) -> bool:
     return kind == "identity" or (kind == "affine" and d_in == d_out)
 
 
+def is_identity(phi: torch.nn.Module) -> bool:
+    """Whether φ(h) = h to the bit: the identity map, or an affine map at its identity start (weights I, bias 0:
+    each output is one h_i·1 plus exact zeros), such as one kept at its start after training."""
+    if isinstance(phi, torch.nn.Identity):
+        return True
+    return (type(phi) is torch.nn.Linear and phi.in_features == phi.out_features and not phi.bias.any()
+            and torch.equal(phi.weight, torch.eye(phi.in_features, dtype=phi.weight.dtype, device=phi.weight.device)))
+
+
 @torch.no_grad()
 def least_squares_start(phi: torch.nn.Module, source: torch.Tensor, target: torch.Tensor) -> float:
     """Set φ's linear part to the least-squares map from (normalised, for affine_layernorm) `source`
