@@ -1,6 +1,6 @@
 """How busy a Snakemake run kept its cores, from Snakemake's own log.
 
-    python benchmarks/utilisation.py [LOG] [--cores N]
+    python benchmarks/utilisation.py [LOG] [--cores N] [--critical-path]
 
 LOG defaults to the newest .snakemake/log/*.snakemake.log of the working directory; --cores to the run's
 "Provided cores". Each job's duration runs from the timestamp before its "rule"/"localrule" block to the one
@@ -10,7 +10,9 @@ before its "Finished jobid" line. Printed:
 - utilisation = Σ duration / (cores × wall), the issue's measure, and the same with each job weighted by its
   threads (a two-thread job occupies both cores while it runs);
 - per rule: jobs, threads, summed and longest duration; and the idle stretches: periods when fewer threads
-  were running than cores (the serial parts of the DAG).
+  were running than cores (the serial parts of the DAG);
+- with --critical-path, the longest chain of dependent jobs by duration: a job depends on the jobs whose outputs
+  (files, or directories holding them) it lists as inputs in the log.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ JOBID = re.compile(r"^\s+jobid: (\d+)$")
 THREADS = re.compile(r"^\s+threads: (\d+)$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
 CORES = re.compile(r"^Provided cores: (\d+)$")
+FILES = re.compile(r"^\s+(input|output): (.*)$")
+GPU = re.compile(r"^\s+resources: .*\bgpu=(\d+)")
 
 
 def parse(path: Path) -> tuple[dict[int, dict], int | None]:
@@ -42,6 +46,10 @@ def parse(path: Path) -> tuple[dict[int, dict], int | None]:
             jobs[int(match.group(1))] = current
         elif current is not None and (match := THREADS.match(line)):
             current["threads"] = int(match.group(1))
+        elif current is not None and (match := FILES.match(line)):
+            current[match.group(1)] = [name.strip() for name in match.group(2).split(", ")]
+        elif current is not None and (match := GPU.match(line)):
+            current["gpu"] = int(match.group(1))
         elif match := FINISHED.match(line):
             job = jobs.get(int(match.group(1)))
             if job is not None:
@@ -64,10 +72,58 @@ def idle_stretches(jobs: list[dict], cores: int, at_least: float = 5.0) -> list[
     return stretches
 
 
+def seconds(job: dict) -> float:
+    return (job["end"] - job["start"]).total_seconds()
+
+
+def critical_path(jobs: dict[int, dict]) -> list[int]:
+    """The jobids of the longest chain of dependent jobs by summed duration, first to last. Job b depends on job a
+    when one of b's inputs is one of a's outputs or lies under one (an output directory)."""
+    producers: dict[str, int] = {}
+    for jobid, job in jobs.items():
+        for name in job.get("output", []):
+            producers[name.rstrip("/")] = jobid
+
+    def made_by(name: str) -> int | None:
+        path = name.rstrip("/")
+        while path:
+            if path in producers:
+                return producers[path]
+            path = path.rpartition("/")[0]
+        return None
+
+    best: dict[int, tuple[float, int | None]] = {}  # jobid -> (longest chain ending with it, its predecessor)
+    for jobid in sorted(jobs, key=lambda j: jobs[j]["start"]):
+        before = {made_by(name) for name in jobs[jobid].get("input", [])} - {None, jobid}
+        chains = [(best[b][0], b) for b in before if b in best]
+        length, previous = max(chains, default=(0.0, None))
+        best[jobid] = (length + seconds(jobs[jobid]), previous)
+    if not best:
+        return []
+    last = max(best, key=lambda j: best[j][0])
+    path = []
+    while last is not None:
+        path.append(last)
+        last = best[last][1]
+    return path[::-1]
+
+
+def gpu_jobs_at_once(jobs: list[dict]) -> int:
+    """The most jobs asking for a GPU (resources gpu=1) that ran at the same time."""
+    events = sorted([(job["start"], 1) for job in jobs if job.get("gpu")] + [(job["end"], -1) for job in jobs
+                                                                            if job.get("gpu")])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", nargs="?", type=Path)
     parser.add_argument("--cores", type=int)
+    parser.add_argument("--critical-path", action="store_true", help="the longest chain of dependent jobs")
     args = parser.parse_args()
     log = args.log or max(Path(".snakemake/log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
     jobs, provided = parse(log)
@@ -92,6 +148,12 @@ def main() -> None:
         print("\nstretches of 5 s or more with a core idle (start s, length s, threads running):")
         for begin, length, running in stretches:
             print(f"  {begin:7.0f} {length:6.0f}  {running}")
+    if args.critical_path:
+        path = critical_path(jobs)
+        length = sum(seconds(jobs[j]) for j in path)
+        print(f"\ncritical path: {len(path)} jobs, {length:.0f} s of the {wall:.0f} s wall:")
+        for jobid in path:
+            print(f"  {jobs[jobid]['rule']:<26}{seconds(jobs[jobid]):>6.0f} s  (jobid {jobid})")
 
 
 if __name__ == "__main__":

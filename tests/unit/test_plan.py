@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO, SHARED_GLUE, copy_workflow, planned_jobs, snakemake
 
 from reprsim.config import load_yaml, validate_config
-from reprsim.workflow import dag, planning
+from reprsim.workflow import dag, pair_work, planning
 from reprsim.workflow.facts import FileFacts
 from reprsim.workflow.predicted import PredictedFacts, catalogue, transformer_facts
 
@@ -39,6 +39,21 @@ def test_the_plan_of_the_default_config(tmp_path, capsys):
                     "--group-components"):
         assert section in printed, section
     assert "not priced" not in printed  # the package model and the shipped sample are sized offline
+
+
+def test_pair_jobs_on_a_gpu_are_priced_at_the_rate_measured_there(tmp_path):
+    """similarity.device cuda: compare_pair asks for a GPU, and the default's pair of MiniLM and a random 4-layer BERT
+    is priced at what that job took on the GPU the constants were fitted to (reprsim.workflow.pair_work)."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["similarity"]["device"] = "cuda"
+    path = tmp_path / "cuda.yaml"
+    path.write_text(yaml.safe_dump(config))
+    plan = planning.make_plan(path, tmp_path)
+    wildcards = {"dataset": "sst2", "representation": "mean", "model_a": "bert-small-s0", "model_b": "minilm"}
+    pair = next(cost for cost in plan.costs if cost.job.rule == "compare_pair" and cost.job.wildcards == wildcards)
+    assert pair.job.gpu and pair.priced
+    assert pair.seconds - planning.JOB_START_S == pytest.approx(pair_work.GPU_MEASURED["seconds"][872], rel=0.01)
+    assert pair_work.GPU_MEASURED["device"] in planning.format_plan(plan)
 
 
 @pytest.mark.skipif(not SHARED_GLUE.is_dir(), reason=f"shared GLUE files not found at {SHARED_GLUE}")

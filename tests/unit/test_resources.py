@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from reprsim.workflow import facts, job_costs, pair_work, plan
 from reprsim.workflow import resources as r
+from reprsim.workflow.measures import with_draws
 
 # A MiniLM-sized model (meta.json facts): 22.7M parameters, 6 layers, 384 wide.
 SMALL = {"n_parameters": 22_700_000, "n_layers": 6, "hidden_size": 384}
@@ -155,6 +157,24 @@ def test_a_pair_job_prices_measures_at_floor_times_the_measured_ratio():
     unbiased = {"measure": "cka", "params": {"estimator": "unbiased"}, "null_permutations": 20, "resamples": 30}
     assert pair_work.pair_seconds({"a": linear, "b": unbiased}, *shape) == pytest.approx(alone)
     assert pair_work.pair_seconds({"a": linear, "b": {**unbiased, "null_permutations": 40}}, *shape) > alone
+
+
+def test_the_gpu_constants_are_those_fitted_to_the_gpu_measurements():
+    """GPU_DRAW_SECONDS and GPU_SPEEDUP refit from GPU_MEASURED (the default's measures, with their draws, at its
+    shape and row counts); a GPU pair job is its draws' fixed cost plus the one-core estimate sped up."""
+    default = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "config.yaml").read_text())
+    measures = with_draws(default, dict(default["measures"]))
+    Lx, dx, Ly, dy = pair_work.GPU_MEASURED["shape"]
+    points = [(pair_work.draw_pairs(measures, Lx, Ly), pair_work.pair_seconds(measures, Lx, dx, Ly, dy, n), seconds)
+              for n, seconds in pair_work.GPU_MEASURED["seconds"].items()]
+    fixed, speedup = pair_work.fit_gpu(points)
+    assert fixed == pytest.approx(pair_work.GPU_DRAW_SECONDS, rel=0.01)
+    assert speedup == pytest.approx(pair_work.GPU_SPEEDUP, rel=0.01)
+    for n, seconds in pair_work.GPU_MEASURED["seconds"].items():
+        assert pair_work.pair_seconds(measures, Lx, dx, Ly, dy, n, gpu=True) == pytest.approx(seconds, rel=0.01)
+    # one point, or points that do not grow with the estimate, determine nothing
+    assert pair_work.fit_gpu(points[:1]) is None
+    assert pair_work.fit_gpu([(d, c, 1.0) for d, c, _ in points]) is None
 
 
 def test_a_models_terms_price_each_family_once_and_store_grams_only_while_small():

@@ -10,11 +10,13 @@ singular value 1e-10; canonical correlations are the singular values of Qxᵀ Qy
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import accumulate
 
 import torch
 
 from reprsim.metrics import sample_size
 from reprsim.metrics._inputs import centre
+from reprsim.metrics.memory import working_bytes
 
 RANK_CUTOFF = 1e-10
 DIRECTIONS = ("x", "y", "min")
@@ -77,7 +79,7 @@ def restrict(prepared: dict, idx: torch.Tensor, projection: bool = True) -> dict
     diagonal = triangle.diagonal().abs()
     if diagonal.numel() and diagonal.min() <= RANK_CUTOFF * diagonal.max():
         basis = orthonormal_basis(coordinates)[0]  # rank lost: cut it
-    restricted = {**prepared, "basis": basis, "centred": None}
+    restricted = {**prepared, "basis": basis, "dims": int(basis.shape[1]), "centred": None}
     restricted.pop("projection", None)
     if projection:
         # Qᵀ (Z − 1μᵀ) = Qᵀ Z − (Qᵀ1) μᵀ: the subset's neurons are not copied to be centred
@@ -162,12 +164,37 @@ def pair_meta(a: dict, b: dict, n: int) -> dict:
 
 def side_by_side(layers: list[dict]) -> torch.Tensor:
     """Every layer's basis side by side (n, Σk), built once per list of prepared layers (a list is one side's
-    layers, on all rows or on one half-sample: every evaluation of that side reuses it)."""
+    layers: every evaluation of that side reuses it)."""
     first = layers[0]
     stacked = first.get("side_by_side")
     if stacked is None or stacked[0] is not layers:
         first["side_by_side"] = stacked = (layers, torch.cat([layer["basis"] for layer in layers], dim=1))
     return stacked[1]
+
+
+# Where the small decompositions run (each layer pair's k×k canonical block per draw, each half-sample's m×k
+# coordinates): with SMALL_ON_HOST a batch on a GPU is moved to the host in one transfer and decomposed by LAPACK
+# there, its results moved back for the products that follow. torch's CUDA SVD and symmetric eigensolver take a batch
+# of float64 matrices larger than 32×32 one cuSOLVER call per matrix (gesvdj, syevd): on an H100 the 1,785 SVDs of a
+# default pair job's PWCCA took 2.9 s (docs/benchmarks.md). On a CPU nothing moves. benchmarks/pair_devices.py times
+# both placements on a GPU.
+SMALL_ON_HOST = True
+
+
+def _solver(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` where its decomposition runs (SMALL_ON_HOST): on the host, or where it is."""
+    return tensor.cpu() if SMALL_ON_HOST else tensor
+
+
+def _solver_device(device: torch.device) -> torch.device:
+    """Where the decompositions of tensors on `device` run (SMALL_ON_HOST)."""
+    return torch.device("cpu") if SMALL_ON_HOST else device
+
+
+def _index_tensors(lists: list[list[int]], device) -> list[torch.Tensor]:
+    """Index lists as int64 tensors on `device`, moved there in one transfer."""
+    flat = torch.tensor([i for chosen in lists for i in chosen], dtype=torch.int64).to(device)
+    return list(flat.split([len(chosen) for chosen in lists]))
 
 
 def cca_layers_from(kind: str, px: list[dict], py: list[dict], params: dict, n: int,
@@ -176,75 +203,217 @@ def cca_layers_from(kind: str, px: list[dict], py: list[dict], params: dict, n: 
     ([X→Y, Y→X], both indexed by X's layer, then Y's) and 1 otherwise; with `with_meta`, each pair's meta.
 
     Every pair's Qxᵀ Qy is a block of one product of the side-by-side bases (Y's rows permuted by `permutation`,
-    for a null draw; PWCCA's projections are unchanged by it); pairs of equal block shape are decomposed as one
-    batch. NaN where k_x + k_y > n − 1 (:func:`pair_meta`)."""
-    D = 2 if kind == "pwcca" else 1
-    values = torch.full((D, len(px), len(py)), float("nan"), dtype=torch.float64, device=px[0]["basis"].device)
-    metas, groups = {}, defaultdict(list)
-    for i, a in enumerate(px):
-        for j, b in enumerate(py):
-            if with_meta:
-                metas[(i, j)] = pair_meta(a, b, n)
-            if a["dims"] + b["dims"] <= n - 1:
-                groups[(a["dims"], b["dims"])].append((i, j))
-    if not groups:
-        return values, {"per_pair": metas}
-    starts_x = [0, *torch.tensor([a["dims"] for a in px]).cumsum(0).tolist()]
-    starts_y = [0, *torch.tensor([b["dims"] for b in py]).cumsum(0).tolist()]
+    for a null draw; PWCCA's projections are unchanged by it): :func:`canonical_draws`. NaN where
+    k_x + k_y > n − 1 (:func:`pair_meta`)."""
     bases_y = side_by_side(py)
     if permutation is not None:
         bases_y = bases_y[permutation]
-    products = side_by_side(px).T @ bases_y
+    products = (side_by_side(px).T @ bases_y)[None]
+    projections = None
+    if kind == "pwcca":
+        projections = ([a["projection"][None] for a in px], [b["projection"][None] for b in py])
+    values, details = canonical_draws(kind, params, n, [a["dims"] for a in px], [b["dims"] for b in py], products,
+                                      projections, with_meta)
+    metas = {}
+    if with_meta:
+        metas = {(i, j): pair_meta(a, b, n) for i, a in enumerate(px) for j, b in enumerate(py)}
+        for pair, detail in details.items():
+            metas[pair].update(detail)
+    return values[0], {"per_pair": metas}
+
+
+# On a CPU a chunk's temporaries stay below glibc's largest mmap threshold (32 MiB): a larger block is fresh pages
+# each time it is allocated, and touching them costs more than the work done in them (a batch of 30 half-samples'
+# neurons, 40 MB, took 6 times as long to gather as one half-sample at a time)
+CPU_CHUNK_BYTES = 16 << 20
+
+
+def _chunks(count: int, bytes_per_draw: float, device: torch.device) -> list[range]:
+    """Draws evaluated at once: as many as fit a quarter of the working-memory budget (at least one), on a CPU at
+    most CPU_CHUNK_BYTES."""
+    limit = working_bytes() // 4 if device.type != "cpu" else min(working_bytes() // 4, CPU_CHUNK_BYTES)
+    step = max(1, min(count, int(limit // max(bytes_per_draw, 1))))
+    return [range(start, min(count, start + step)) for start in range(0, count, step)]
+
+
+def null_draws(kind: str, px: list[dict], py: list[dict], params: dict, n: int,
+               permutations: list[torch.Tensor]) -> torch.Tensor:
+    """(P, D, L1, L2) null values, Y's rows permuted by each permutation: every draw's product of the side-by-side
+    bases (:func:`cca_layers_from`), a chunk of draws decomposed at once (:func:`canonical_draws`)."""
+    bases_x, bases_y = side_by_side(px), side_by_side(py)
+    projections = None
+    if kind == "pwcca":
+        projections = ([a["projection"][None] for a in px], [b["projection"][None] for b in py])
+    dims_x, dims_y = [a["dims"] for a in px], [b["dims"] for b in py]
+    parts = []
+    for chunk in _chunks(len(permutations), 3 * 8 * bases_x.shape[1] * bases_y.shape[1], bases_x.device):
+        products = torch.empty(len(chunk), bases_x.shape[1], bases_y.shape[1], dtype=bases_x.dtype,
+                               device=bases_x.device)
+        for position, draw in enumerate(chunk):
+            products[position] = bases_x.T @ bases_y[permutations[draw]]
+        parts.append(canonical_draws(kind, params, n, dims_x, dims_y, products, projections)[0])
+    return torch.cat(parts)
+
+
+def restrict_draws(prepared: dict, indices: torch.Tensor, projection: bool = True) -> dict:
+    """:func:`restrict` for every half-sample of `indices` (R, m) at once: "basis" (R, m, k), "projection"
+    (R, k, d) with `projection`, "dims"; each QR on the half-sample's centred coordinates, the batch decomposed
+    together (SMALL_ON_HOST). A half-sample whose QR finds the rank lost is restricted on its own (:func:`restrict`:
+    the rank cut), kept in "lost" (its position -> its restricted side)."""
+    R, m = indices.shape
+    k, d = prepared["basis"].shape[1], prepared["centred"].shape[1]
+    bases, projections, lost = [], [], {}
+    for chunk in _chunks(R, 8 * m * (2 * k + (d if projection else 0)), indices.device):
+        rows = indices[chunk.start:chunk.stop]
+        coordinates = prepared["basis"][rows]
+        coordinates = coordinates - coordinates.mean(dim=1, keepdim=True)
+        basis, triangle = torch.linalg.qr(_solver(coordinates))
+        diagonal = triangle.diagonal(dim1=-2, dim2=-1).abs()
+        cut = diagonal.amin(dim=-1) <= RANK_CUTOFF * diagonal.amax(dim=-1)
+        for position in torch.nonzero(cut).flatten().tolist():
+            lost[chunk.start + position] = restrict(prepared, rows[position], projection)
+        basis = basis.to(coordinates.device)
+        bases.append(basis)
+        if projection:  # as restrict: Qᵀ Z − (Qᵀ1) μᵀ of the half-sample's neurons, a product per half-sample
+            neurons = prepared["centred"][rows]
+            products = torch.empty(len(rows), basis.shape[-1], d, dtype=basis.dtype, device=basis.device)
+            for position in range(len(rows)):
+                products[position] = basis[position].T @ neurons[position]
+            projections.append(products - basis.sum(dim=1)[:, :, None] * neurons.mean(dim=1)[:, None, :])
+    return {"basis": torch.cat(bases), "projection": torch.cat(projections) if projection else None,
+            "dims": int(bases[0].shape[-1]), "lost": lost}
+
+
+def replicate_draws(kind: str, rx: list[dict], ry: list[dict], params: dict, m: int, count: int) -> torch.Tensor:
+    """(R, D, L1, L2) values on the first `count` half-samples of two sides restricted by :func:`restrict_draws`
+    (per layer): a chunk of half-samples decomposed at once; one whose rank a layer lost, on its own."""
+    lost = sorted({r for layer in rx + ry for r in layer["lost"] if r < count})
+    regular = sorted(set(range(count)) - set(lost))
+    dims_x, dims_y = [a["dims"] for a in rx], [b["dims"] for b in ry]
+    width_x, width_y = sum(dims_x), sum(dims_y)
+    device = rx[0]["basis"].device
+    parts, order = [], []
+    for chunk in _chunks(len(regular), 8 * (m * (width_x + width_y) + 3 * width_x * width_y), device):
+        draws = torch.as_tensor([regular[i] for i in chunk], device=device) if lost else None
+        chosen = (lambda t: t[draws]) if lost else (lambda t: t[chunk.start:chunk.stop])
+        bases_x = torch.cat([chosen(a["basis"]) for a in rx], dim=2)
+        bases_y = torch.cat([chosen(b["basis"]) for b in ry], dim=2)
+        products = torch.empty(len(chunk), width_x, width_y, dtype=bases_x.dtype, device=device)
+        for position in range(len(chunk)):
+            products[position] = bases_x[position].T @ bases_y[position]
+        projections = None
+        if kind == "pwcca":
+            projections = ([chosen(a["projection"]) for a in rx], [chosen(b["projection"]) for b in ry])
+        parts.append(canonical_draws(kind, params, m, dims_x, dims_y, products, projections)[0])
+        order += [regular[i] for i in chunk]
+    for r in lost:
+        own = [[layer["lost"].get(r) or {"basis": layer["basis"][r], "dims": layer["dims"],
+                                         "projection": None if layer["projection"] is None else layer["projection"][r]}
+                for layer in side] for side in (rx, ry)]
+        parts.append(cca_layers_from(kind, *own, params, m)[0][None])
+        order.append(r)
+    values = torch.cat(parts)
+    return values if not lost else values[torch.as_tensor(order).argsort().to(values.device)]
+
+
+def canonical_draws(kind: str, params: dict, n: int, dims_x: list[int], dims_y: list[int], products: torch.Tensor,
+                    projections: tuple[list, list] | None = None, with_meta: bool = False
+                    ) -> tuple[torch.Tensor, dict]:
+    """A CCA-family measure for every layer pair of B draws: (B, D, L1, L2) values (D as :func:`cca_layers_from`)
+    and, with `with_meta`, each pair's details of its first draw (mean ρ², PWCCA's weighted values).
+
+    `products` (B, Σk_x, Σk_y) are each draw's Qxᵀ Qy of the side-by-side bases, layers of `dims_x` and `dims_y`
+    principal directions; PWCCA's `projections` are each layer's Qᵀ Z, (B or 1, k, d) per layer and side. The pairs
+    of one block shape, over every draw, are decomposed as one batch (where SMALL_ON_HOST puts them); the values
+    are on that device. NaN where k_x + k_y > n − 1."""
+    B, D = products.shape[0], 2 if kind == "pwcca" else 1
+    device = products.device
+    solver = _solver_device(device)
+    values = torch.full((B, D, len(dims_x), len(dims_y)), float("nan"), dtype=torch.float64, device=solver)
+    groups = defaultdict(list)
+    for i, k_x in enumerate(dims_x):
+        for j, k_y in enumerate(dims_y):
+            if k_x + k_y <= n - 1:
+                groups[(k_x, k_y)].append((i, j))
+    details = {}
+    if not groups:
+        return values, details
+    starts_x, starts_y = [0, *accumulate(dims_x)], [0, *accumulate(dims_y)]
+    spans = []
+    for (k_x, k_y), members in groups.items():
+        spans += [[starts_x[i] + r for i, _ in members for r in range(k_x)],
+                  [starts_y[j] + c for _, j in members for c in range(k_y)]]
+    spans = iter(_index_tensors(spans, device))
     direction = params.get("direction", "min")
     for (k_x, k_y), members in groups.items():
-        rows, columns = (torch.tensor(side) for side in zip(*members))
-        blocks = torch.stack([products[starts_x[i]:starts_x[i] + k_x, starts_y[j]:starts_y[j] + k_y]
-                              for i, j in members])
+        G = len(members)
+        rows, columns = next(spans).view(G, k_x), next(spans).view(G, k_y)
+        blocks = products[:, rows[:, :, None], columns[:, None, :]].reshape(B * G, k_x, k_y)
+        at = (slice(None), 0, [i for i, _ in members], [j for _, j in members])
         if kind != "pwcca":
-            rho = canonical_batch(blocks)
-            values[0, rows, columns] = rho.mean(dim=-1)
+            M = blocks.mT if k_x > k_y else blocks  # the Gram below is c × c
+            rho = canonical_from_gram(_solver(M @ M.mT))
+            values[at] = rho.mean(dim=-1).view(B, G)
             if with_meta:
-                for (i, j), squared in zip(members, (rho**2).mean(dim=-1).tolist()):
-                    metas[(i, j)]["mean_rho_squared"] = squared
+                for pair, squared in zip(members, (rho[:G] ** 2).mean(dim=-1).tolist()):
+                    details[pair] = {"mean_rho_squared": squared}
             continue
-        rho, A, Bt = canonical_batch(blocks, rotations=True)
-        weighted = {side: _pwcca_weighted(rotation, rho, sides, [pair[position] for pair in members])
-                    for side, rotation, sides, position in (("x", A.mT, px, 0), ("y", Bt, py, 1))}
-        forward, backward = pwcca_sides(direction, px[0]["projection"].shape[1], py[0]["projection"].shape[1])
-        values[0, rows, columns], values[1, rows, columns] = weighted[forward], weighted[backward]
+        A, rho, Bt = torch.linalg.svd(_solver(blocks), full_matrices=False)
+        rho = rho.clamp(0.0, 1.0).to(device).view(B, G, -1)
+        A, Bt = A.to(device), Bt.to(device)
+        c = rho.shape[-1]
+        weighted = {side: _pwcca_weighted(rotations.reshape(B, G, c, -1), rho, layers,
+                                          [pair[position] for pair in members])
+                    for side, rotations, layers, position in (("x", A.mT, projections[0], 0),
+                                                              ("y", Bt, projections[1], 1))}
+        forward, backward = pwcca_sides(direction, projections[0][0].shape[-1], projections[1][0].shape[-1])
+        values[(slice(None), slice(None), *at[2:])] = torch.stack([weighted[forward], weighted[backward]],
+                                                                 dim=1).to(solver)
         if with_meta:
-            for position, (i, j) in enumerate(members):
-                metas[(i, j)].update(weights_from=forward, pwcca_x=float(weighted["x"][position]),
-                                     pwcca_y=float(weighted["y"][position]))
-    return values, {"per_pair": metas}
+            for pair, x, y in zip(members, weighted["x"][0].tolist(), weighted["y"][0].tolist()):
+                details[pair] = {"weights_from": forward, "pwcca_x": x, "pwcca_y": y}
+    return values, details
+
+
+def canonical_from_gram(gram: torch.Tensor) -> torch.Tensor:
+    """Canonical correlations ρ (..., c), descending and clipped to [0, 1], from the c × c Grams M Mᵀ of Qxᵀ Qy
+    blocks (c = min(k_x, k_y)): the square roots of their symmetric eigenvalues (about two thirds of an SVD's cost
+    on these small matrices; they agree with the singular values to about 1e-13)."""
+    return torch.linalg.eigvalsh(gram).flip(-1).clamp_min(0.0).sqrt().clamp(0.0, 1.0)
 
 
 def canonical_batch(blocks: torch.Tensor, rotations: bool = False):
     """Canonical correlations ρ (G, c), descending and clipped to [0, 1], of a batch of Qxᵀ Qy blocks (G, k_x, k_y),
     c = min(k_x, k_y); with `rotations`, also A (G, k_x, c) and Bᵀ (G, c, k_y) with block = A diag(ρ) Bᵀ.
 
-    The correlations alone come from the symmetric eigenvalues of each block's smaller Gram (ρ², about two thirds
-    of an SVD's cost on these small matrices; they agree with the singular values to about 1e-13); the rotations
-    from the SVD (an eigenvector route would halve its cost, but where correlations cluster it picks other,
-    equally valid rotations, and PWCCA's weights then move by up to 1e-7)."""
+    The correlations alone come from :func:`canonical_from_gram`; the rotations from the SVD (an eigenvector route
+    would halve its cost, but where correlations cluster it picks other, equally valid rotations, and PWCCA's
+    weights then move by up to 1e-7)."""
     if rotations:
         A, rho, Bt = torch.linalg.svd(blocks, full_matrices=False)
         return rho.clamp(0.0, 1.0), A, Bt
     M = blocks.mT if blocks.shape[1] > blocks.shape[2] else blocks  # the Gram below is c × c
-    return torch.linalg.eigvalsh(M @ M.mT).flip(-1).clamp_min(0.0).sqrt().clamp(0.0, 1.0)
+    return canonical_from_gram(M @ M.mT)
 
 
-def _pwcca_weighted(rotations: torch.Tensor, rho: torch.Tensor, sides: list[dict], layers: list[int]) -> torch.Tensor:
-    """Σ α_i ρ_i / Σ α_i for each pair, with α_i = Σ_j |<h_i, z_j>| (pwcca_weights) from its side's projection:
-    `rotations` (G, c, k) are the pairs' rotations' transposes, `layers` each pair's layer on this side. The
-    rotations of one layer's pairs are multiplied with its projection at once (one product per layer, no copy of
-    the projections)."""
+def _pwcca_weighted(rotations: torch.Tensor, rho: torch.Tensor, projections: list[torch.Tensor],
+                    layers: list[int]) -> torch.Tensor:
+    """Σ α_i ρ_i / Σ α_i for each draw and pair (B, G), with α_i = Σ_j |<h_i, z_j>| (pwcca_weights) from its
+    side's projection: `rotations` (B, G, c, k) are the pairs' rotations' transposes, `projections` each layer's Qᵀ Z
+    (B or 1, k, d), `layers` each pair's layer on this side. The rotations of one layer's pairs are multiplied with
+    its projection at once, per draw (one product per layer and draw, no copy of the projections)."""
+    B, G, c, k = rotations.shape
     alpha = torch.empty(rho.shape, dtype=rho.dtype, device=rho.device)
-    positions = torch.as_tensor(layers, device=rho.device)
-    for layer in sorted(set(layers)):
-        chosen = torch.nonzero(positions == layer).flatten()
-        stacked = rotations[chosen].reshape(-1, rotations.shape[-1]) @ sides[layer]["projection"]
-        alpha[chosen] = torch.linalg.vector_norm(stacked, ord=1, dim=-1).reshape(len(chosen), -1)
+    chosen_layers = sorted(set(layers))
+    positions = _index_tensors([[g for g, layer in enumerate(layers) if layer == chosen] for chosen in chosen_layers],
+                               rho.device)
+    for layer, chosen in zip(chosen_layers, positions):
+        stacked = rotations[:, chosen].reshape(B, -1, k)
+        projection = projections[layer]
+        out = torch.empty(B, stacked.shape[1], projection.shape[-1], dtype=rho.dtype, device=rho.device)
+        for draw in range(B):
+            out[draw] = stacked[draw] @ projection[draw if len(projection) > 1 else 0]
+        alpha[:, chosen] = torch.linalg.vector_norm(out, ord=1, dim=-1).reshape(B, len(chosen), -1)
     return (alpha * rho).sum(dim=-1) / alpha.sum(dim=-1)
 
 

@@ -155,15 +155,14 @@ def paired(name: str, params: dict, key: str, side_x: dict, side_y: dict, n: int
                   INTERVAL_ROUTES[kind])
 
 
-def _restricted_layers(side: dict, indices: torch.Tensor, projection: bool) -> list:
-    """Every half-sample's restricted bases of a basis side (reprsim.metrics.cca.restrict), kept in the side:
-    they depend on that model's rows alone, so every measure and pair that reads the side in this process
+def _restricted_layers(side: dict, indices: torch.Tensor, projection: bool) -> list[dict]:
+    """Every layer of a basis side restricted to each half-sample (reprsim.metrics.cca.restrict_draws), kept in the
+    side: they depend on that model's rows alone, so every measure and pair that reads the side in this process
     shares them."""
     tag = ("restricted", projection)
     stored = side.get(tag)
-    if stored is None or len(stored) < len(indices):
-        side[tag] = stored = [[cca_family.restrict(layer, idx, projection) for layer in side["layers"]]
-                              for idx in indices]
+    if stored is None or len(stored[0]["basis"]) < len(indices):
+        side[tag] = stored = [cca_family.restrict_draws(layer, indices, projection) for layer in side["layers"]]
     return stored
 
 
@@ -173,14 +172,11 @@ def _basis_statistics(kind: str, params: dict, side_x: dict, side_y: dict, n: in
     metas = [meta, meta] if kind == "pwcca" else [meta]
     null = replicates = None
     if permutations is not None:
-        null = torch.stack([cca_family.cca_layers_from(kind, px, py, params, n, permutation=p)[0]
-                            for p in permutations])
+        null = cca_family.null_draws(kind, px, py, params, n, permutations)
     if indices is not None:
         projection = kind == "pwcca"
         rx, ry = _restricted_layers(side_x, indices, projection), _restricted_layers(side_y, indices, projection)
-        m = indices.shape[1]
-        replicates = torch.stack([cca_family.cca_layers_from(kind, rx[r], ry[r], params, m)[0]
-                                  for r in range(len(indices))])
+        replicates = cca_family.replicate_draws(kind, rx, ry, params, indices.shape[1], len(indices))
     return values, metas, null, replicates
 
 

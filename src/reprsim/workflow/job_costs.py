@@ -122,10 +122,9 @@ def compared_rows(store, config, representation: str) -> int:
     return config["similarity"]["word"].get("max_words") or 20 * sentences
 
 
-def _rates(config) -> tuple[float, float]:
-    if config["similarity"].get("device") == "cuda":  # the rule asks for a GPU: its assumed rates
-        return r.PAIR_GPU_FLOPS, r.PAIR_GPU_BANDWIDTH
-    return pair_work.CORE_FLOPS, pair_work.CORE_BANDWIDTH
+def _on_gpu(config) -> bool:
+    """The pair rules ask for a GPU (similarity.device: cuda): their work is priced at a GPU's rates."""
+    return config["similarity"].get("device") == "cuda"
 
 
 def _layers(store) -> tuple[int, int]:
@@ -137,7 +136,7 @@ def terms_seconds(facts, config, w):
     measures = pair_measures(config, w["representation"])
     resamples = max(spec["resamples"] for spec in with_draws(config, measures).values())
     return pair_work.terms_seconds(measures, *_layers(store), compared_rows(store, config, w["representation"]),
-                                   resamples, *_rates(config))
+                                   resamples, gpu=_on_gpu(config))
 
 
 def terms_bytes(facts, config, w) -> float:
@@ -153,7 +152,7 @@ def compare_seconds(facts, config, w):
     a, b = _pair_stores(facts, w)
     measures = with_draws(config, pair_measures(config, w["representation"]))
     return pair_work.pair_seconds(measures, *_layers(a), *_layers(b), compared_rows(a, config, w["representation"]),
-                                  *_rates(config), memory_gb=config["similarity"].get("max_memory_gb"))
+                                  memory_gb=config["similarity"].get("max_memory_gb"), gpu=_on_gpu(config))
 
 
 def token_cka_mem_mb(facts, config, w, attempt):
@@ -184,15 +183,16 @@ def measure_tests_seconds(facts, config, w):
     widths: dict[int, int] = {}
     for store in stores.values():
         widths[store["hidden_size"]] = widths.get(store["hidden_size"], 0) + 1
-    seconds = sum(pair_work.pair_seconds(one, ca, da, cb, db, n, *_rates(config))
+    gpu = _on_gpu(config)
+    seconds = sum(pair_work.pair_seconds(one, ca, da, cb, db, n, gpu=gpu)
                   for da, ca in widths.items() for db, cb in widths.items())
     for model in grounding["monotonicity_models"] or list(stores):
-        seconds += pair_work.pair_seconds(one, *_layers(stores[model]), *_layers(stores[model]), n, *_rates(config))
+        seconds += pair_work.pair_seconds(one, *_layers(stores[model]), *_layers(stores[model]), n, gpu=gpu)
     if "deletion" in grounding["tests"]:
         for model in grounding["deletion"]["models"] or list(stores):
             width = stores[model]["hidden_size"]
             seconds += len(grounding["deletion"]["layers"]) * pair_work.pair_seconds(one, 1, width, 14, width, n,
-                                                                                     *_rates(config))
+                                                                                     gpu=gpu)
     return seconds
 
 

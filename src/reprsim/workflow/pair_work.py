@@ -30,6 +30,17 @@ TERMS_ACHIEVED = {"gram": 3.0, "rbf": 4.6, "basis": 2.0, "neighbours": 1.6}
 # one product per layer that rebuilds them (7 layers of 1,921 words: 207 MB a model, 0.5 s to rebuild)
 GRAM_STORE_BYTES = 64 << 20
 DEFAULT_MEMORY_GB = 8.0  # similarity.max_memory_gb when the config names none (reprsim.metrics.memory.DEFAULT_GB)
+# A pair job on a GPU (similarity.device: cuda): what does not grow with the rows (kernel launches, synchronisations,
+# transfers, the small decompositions: reprsim.metrics.cca.SMALL_ON_HOST) costs GPU_DRAW_SECONDS per draw (1 + P + R)
+# and layer pair of each measure, and the arithmetic runs GPU_SPEEDUP times as fast as the one-core estimate
+# (:func:`measure_seconds`); a model's terms likewise, per half-sample and layer. benchmarks/pair_devices.py fits
+# both to a pair job's seconds on a GPU at two row counts (:func:`fit_gpu`) and prints them. Until it has been run
+# on a GPU, they are fitted to GPU_MEASURED: the default's pair job (7 x 5 layers, 274 draws) on CUDA in the one run
+# of benchmarks/gpu_check.sh so far (docs/benchmarks.md, "On a GPU"), before its draws were batched.
+GPU_MEASURED = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-26", "shape": (7, 384, 5, 256),
+                "seconds": {872: 4.2, 3000: 4.4}}
+GPU_DRAW_SECONDS = 4.31e-4
+GPU_SPEEDUP = 223.0
 
 
 def grams_fit(Lx: int, Ly: int, n: int, memory_gb: float | None) -> bool:
@@ -167,36 +178,86 @@ def measured_seconds(name: str, Lx: int, dx: int, Ly: int, dy: int, n: int, P: i
     return entry["default_seconds"] * scale * (1 + P + R) / (1 + shape["permutations"] + shape["resamples"])
 
 
-def pair_seconds(measures: Mapping[str, Mapping], Lx: int, dx: int, Ly: int, dy: int, n: int,
-                 flops: float = CORE_FLOPS, bandwidth: float = CORE_BANDWIDTH, memory_gb: float | None = None) -> float:
-    """A pair job's measures (each spec with its null_permutations and resamples filled in), at floor × the
-    measured ACHIEVED ratio of each family; a CKA measure whose kernel's products an earlier one computed with as
-    many draws costs nothing more."""
-    seconds, computed = 0.0, {}
-    for spec in measures.values():
+def _on_gpu(seconds: float, draws: int, layer_pairs: int) -> float:
+    """One measure's (or family's) seconds on a GPU from its one-core estimate `seconds` and its `draws` evaluations
+    of `layer_pairs` layer pairs (GPU_DRAW_SECONDS, GPU_SPEEDUP)."""
+    return GPU_DRAW_SECONDS * draws * layer_pairs + seconds / GPU_SPEEDUP
+
+
+def measure_seconds(measures: Mapping[str, Mapping], Lx: int, dx: int, Ly: int, dy: int, n: int,
+                    flops: float = CORE_FLOPS, bandwidth: float = CORE_BANDWIDTH, memory_gb: float | None = None,
+                    gpu: bool = False) -> dict[str, float]:
+    """Each measure's seconds in a pair job (each spec with its null_permutations and resamples filled in): on one
+    core at floor × the measured ACHIEVED ratio of its family, or on a GPU (`gpu`: :func:`_on_gpu`); a CKA measure
+    whose kernel's products an earlier one computed with as many draws costs nothing more (0)."""
+    seconds, computed = {}, {}
+    for label, spec in measures.items():
         kind, P, R = family(spec), int(spec.get("null_permutations") or 0), int(spec.get("resamples") or 0)
+        cost = None
         if spec.get("measure") not in COUNTED:
             measured = measured_seconds(spec.get("measure"), Lx, dx, Ly, dy, n, P, R)
             if measured is not None:
-                seconds += measured * CORE_FLOPS / flops  # measured on a core of CORE_FLOPS
-                continue
-        if kind == "gram" and not grams_fit(Lx, Ly, n, memory_gb):
+                cost = measured * CORE_FLOPS / flops  # measured on a core of CORE_FLOPS
+        if cost is None and kind == "gram" and not grams_fit(Lx, Ly, n, memory_gb):
             # linear CKA's feature form recomputes cross products per draw, neuronsim's primitive (and its rate)
             linear = (spec.get("params") or {}).get("kernel", "linear") == "linear"
             kind = "neuronsim" if linear else "recompute"
-        elif kind == "gram":
+        elif cost is None and kind == "gram":
+            kernel = (spec.get("params") or {}).get("kernel", "linear")
+            if computed.get(kernel, (-1, -1)) >= (P, R):
+                seconds[label] = 0.0
+                continue
+            computed[kernel] = (P, R)
+        if cost is None:
+            cost = ACHIEVED[kind] * floor_seconds(pair_work(spec, Lx, dx, Ly, dy, n, P, R, memory_gb), flops,
+                                                  bandwidth)
+        seconds[label] = _on_gpu(cost, 1 + P + R, Lx * Ly) if gpu else cost
+    return seconds
+
+
+def pair_seconds(measures: Mapping[str, Mapping], Lx: int, dx: int, Ly: int, dy: int, n: int,
+                 flops: float = CORE_FLOPS, bandwidth: float = CORE_BANDWIDTH, memory_gb: float | None = None,
+                 gpu: bool = False) -> float:
+    """A pair job's measures (:func:`measure_seconds`), summed."""
+    return sum(measure_seconds(measures, Lx, dx, Ly, dy, n, flops, bandwidth, memory_gb, gpu).values())
+
+
+def draw_pairs(measures: Mapping[str, Mapping], Lx: int, Ly: int) -> int:
+    """Σ (1 + P + R) × Lx × Ly over a pair job's measures, those sharing an earlier CKA's products left out: the
+    count GPU_DRAW_SECONDS is per."""
+    total, computed = 0, {}
+    for spec in measures.values():
+        P, R = int(spec.get("null_permutations") or 0), int(spec.get("resamples") or 0)
+        if family(spec) == "gram":
             kernel = (spec.get("params") or {}).get("kernel", "linear")
             if computed.get(kernel, (-1, -1)) >= (P, R):
                 continue
             computed[kernel] = (P, R)
-        seconds += ACHIEVED[kind] * floor_seconds(pair_work(spec, Lx, dx, Ly, dy, n, P, R, memory_gb), flops,
-                                                  bandwidth)
-    return seconds
+        total += (1 + P + R) * Lx * Ly
+    return total
+
+
+def fit_gpu(points: list[tuple[int, float, float]]) -> tuple[float, float] | None:
+    """GPU_DRAW_SECONDS and GPU_SPEEDUP from pair jobs measured on a GPU: each point (draw pairs (:func:`draw_pairs`),
+    one-core estimate s, seconds on the GPU), least squares of seconds = a · draw pairs + s / speed-up; None where
+    the points do not determine a positive pair (one shape: the draw pairs alike and the seconds not growing with
+    the estimate)."""
+    sxx = sum(d * d for d, _, _ in points), sum(d * c for d, c, _ in points), sum(c * c for _, c, _ in points)
+    sxy = sum(d * t for d, _, t in points), sum(c * t for _, c, t in points)
+    det = sxx[0] * sxx[2] - sxx[1] ** 2
+    if len(points) < 2 or abs(det) <= 1e-12 * sxx[0] * sxx[2]:
+        return None
+    a = (sxy[0] * sxx[2] - sxy[1] * sxx[1]) / det
+    b = (sxx[0] * sxy[1] - sxx[1] * sxy[0]) / det
+    if a < 0 or b <= 0:
+        return None
+    return a, 1 / b
 
 
 def terms_seconds(measures: Mapping[str, Mapping], L: int, d: int, n: int, R: int,
-                  flops: float = CORE_FLOPS, bandwidth: float = CORE_BANDWIDTH) -> float:
-    """One model's terms: each family of the configured measures once, at its floor × TERMS_ACHIEVED."""
+                  flops: float = CORE_FLOPS, bandwidth: float = CORE_BANDWIDTH, gpu: bool = False) -> float:
+    """One model's terms: each family of the configured measures once, at its floor × TERMS_ACHIEVED; on a GPU
+    (`gpu`) as a pair job's measure of (1 + R) draws of L layers (:func:`_on_gpu`)."""
     seen, seconds = set(), 0.0
     for spec in measures.values():
         kind, params = family(spec), spec.get("params") or {}
@@ -204,7 +265,8 @@ def terms_seconds(measures: Mapping[str, Mapping], L: int, d: int, n: int, R: in
         if key not in seen and kind in TERMS_ACHIEVED:
             seen.add(key)
             ratio = TERMS_ACHIEVED["rbf" if params.get("kernel") == "rbf" else kind]
-            seconds += ratio * floor_seconds(terms_work(spec, L, d, n, R), flops, bandwidth)
+            cost = ratio * floor_seconds(terms_work(spec, L, d, n, R), flops, bandwidth)
+            seconds += _on_gpu(cost, 1 + R, L) if gpu else cost
     return seconds
 
 

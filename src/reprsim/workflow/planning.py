@@ -227,8 +227,10 @@ def format_plan(plan: Plan) -> str:
     lines += ["", f"rates: a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s on one GPU (assumed); a pair job's "
               f"measures and model terms cost their floor at {pair_work.CORE_FLOPS:.1e} FLOP/s and "
               f"{pair_work.CORE_BANDWIDTH:.1e} B/s per core (float64, measured by benchmarks/pair_floor.py) times "
-              "the achieved/floor ratio measured there (reprsim.workflow.pair_work); on a GPU "
-              f"{r.PAIR_GPU_FLOPS:.0e} FLOP/s, {r.PAIR_GPU_BANDWIDTH:.0e} B/s (similarity.device: cuda; assumed)"]
+              "the achieved/floor ratio measured there (reprsim.workflow.pair_work); on a GPU (similarity.device: "
+              f"cuda) {pair_work.GPU_DRAW_SECONDS * 1e3:.2f} ms per draw and layer pair plus that estimate / "
+              f"{pair_work.GPU_SPEEDUP:.0f} (fitted to {pair_work.GPU_MEASURED['device']}, "
+              f"{pair_work.GPU_MEASURED['date']}; benchmarks/pair_devices.py refits them)"]
     if plan.unknown:
         lines += ["", "not priced (sizes unknown offline; their jobs count 0):"] + [f"  {u}" for u in plan.unknown]
     return "\n".join(lines)

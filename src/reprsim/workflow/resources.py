@@ -18,11 +18,7 @@ from reprsim.workflow.pair_work import CORE_FLOPS
 from reprsim.workflow.plan import training_steps
 
 MODEL_FLOPS = 1e12  # sustained FLOP/s assumed for a model job on one GPU (a modest one, well below peak)
-# float64 FLOP/s and memory bandwidth assumed for a pair job on a GPU (similarity.device: cuda): not measured (no
-# GPU was lent to this project's benchmarks); modest figures, well below any data-centre GPU's FP64 rate and HBM's
-# (a CPU core's are measured: reprsim.workflow.pair_work)
-PAIR_GPU_FLOPS = 1e12
-PAIR_GPU_BANDWIDTH = 1e12
+# A pair job's rates, on a CPU core and on a GPU, are measured: reprsim.workflow.pair_work.
 MIN_MINUTES = 5  # floor per job: start-up, loading, writing
 
 SYNTHETIC = None  # `b` of the align functions for synthetic recovery: one store, mapped onto itself
