@@ -216,6 +216,18 @@ def per_attention_pair(template):
     return [template.format(dataset=d, model_a=a, model_b=b) for d in EXTRACT_ON for a, b in ATTENTION_PAIRS]
 
 
+# The models whose word rows or attention maps some job reads: the word-level pairs' (compare_pair and model_terms
+# at representation word) and the attention pairs'. Only their stores get extraction.detail_splits; the others'
+# would hold several times their pooled arrays' size that nothing reads.
+DETAIL_MODELS = sorted({model for pair in [*PAIRS_OF.get("word", []), *ATTENTION_PAIRS] for model in pair})
+
+
+def extraction_settings(model):
+    """extraction's settings for one model's store: the detail splits only where DETAIL_MODELS says they are read."""
+    settings = config["extraction"] | {"datasets": None}
+    return settings if model in DETAIL_MODELS else settings | {"detail_splits": []}
+
+
 TARGETS.update({
     "attention": [paths.ATTENTION] if ATTENTION_PAIRS else [],
     "attention_heatmaps": per_attention_pair(paths.ATTENTION_HEATMAP),

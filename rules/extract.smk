@@ -11,7 +11,7 @@ rule extract_activations:
     log:
         paths.log(paths.STORE),
     params:
-        settings=canonical(config["extraction"] | {"datasets": None}),
+        settings=lambda wildcards: canonical(extraction_settings(wildcards.model)),
         device=config["device"],
     threads: JOB_THREADS
     resources:

@@ -215,6 +215,33 @@ def test_canonical_map_needs_pca_when_rows_are_few():
     assert aligner.transform(X).shape == Y.shape
 
 
+def test_shared_decompositions_give_the_maps_of_separate_fits(monkeypatch):
+    """cca, svcca and pwcca (with and without pca_dims) fit in both directions on one side's decomposition each
+    are the maps that separate fits give, bit for bit; each side is decomposed once."""
+    import reprsim.aligners.cca as cca_module
+
+    rng = np.random.default_rng(7)
+    latent = rng.normal(size=(300, 10))
+    X = latent @ rng.normal(size=(10, 20)) + 0.1 * rng.normal(size=(300, 20))
+    Y = latent @ rng.normal(size=(10, 16)) + 0.1 * rng.normal(size=(300, 16))
+    specs = [("cca", {}), ("svcca", {"threshold": 0.9}), ("pwcca", {}), ("cca", {"pca_dims": 5, "components": 3}),
+             ("svcca", {"pca_dims": 5}), ("pwcca", {"pca_dims": 5})]
+    separate = {(name, str(params), direction): make(name, **params).fit(*sides)
+                for name, params in specs for direction, sides in (("x->y", (X, Y)), ("y->x", (Y, X)))}
+    decompositions = []
+    decompose = cca_module.decompose
+    monkeypatch.setattr(cca_module, "decompose", lambda Z: decompositions.append(Z.shape) or decompose(Z))
+    kept_x, kept_y = {}, {}
+    for name, params in specs:
+        for direction, sides, shared in (("x->y", (X, Y), (kept_x, kept_y)), ("y->x", (Y, X), (kept_y, kept_x))):
+            together, alone = make(name, **params).fit(*sides, shared=shared), separate[(name, str(params), direction)]
+            for attribute in ("weight_x", "weight_y", "reconstruct_x", "reconstruct_y", "x_mean", "y_mean", "rho_"):
+                assert np.array_equal(getattr(together, attribute), getattr(alone, attribute)), attribute
+            assert together.coefficient == alone.coefficient
+            assert {**together.meta, "seconds": 0} == {**alone.meta, "seconds": 0}
+    assert sorted(decompositions) == [(300, 16), (300, 20)]
+
+
 ALL = {"linear": ("linear", {"ridge": [0.0, 1.0]}), "cca": ("cca", {}), "svcca": ("svcca", {}),
        "pwcca": ("pwcca", {}), "inn": ("inn", FAST), "mlp": ("mlp", FAST)}
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from reprsim.aligners import make, random_coupling_map
-from reprsim.aligners.inn import CouplingArchitecture, RealNVP
+from reprsim.aligners.inn import CouplingArchitecture, InvertibleLinear, RealNVP
 from reprsim.aligners.linear import LinearAligner
 
 QUICK = {"epochs": 5, "progress": False}
@@ -32,6 +32,37 @@ def test_inverse_undoes_forward_in_float32(dim):
         assert (y - x).abs().max() > 0.5  # not the identity
         assert (flow.inverse(y) - x).abs().max() < 1e-5
         assert (flow(flow.inverse(x)) - x).abs().max() < 1e-5
+
+
+def test_the_permutation_gather_gives_the_dense_products_numbers():
+    """W = P·L·U with P applied as a gather of rows: forward, inverse and every gradient equal the dense
+    product's bit for bit (a permutation matrix only moves entries)."""
+    import scipy.linalg
+
+    weight = np.random.default_rng(5).normal(size=(48, 48))
+    layer = InvertibleLinear(weight)
+    P = torch.as_tensor(scipy.linalg.lu(weight)[0], dtype=torch.float32)
+    assert not torch.equal(P, torch.eye(48))  # the LU pivoted
+    x = torch.randn(100, 48)
+
+    def dense(x):
+        lower, upper = layer.factors()
+        return x @ (P @ lower @ upper)
+
+    gradients = []
+    for forward in (lambda x: layer(x)[0], dense):
+        layer.zero_grad()
+        y = forward(x)
+        (y.square() * torch.linspace(0.5, 2.0, 48)).sum().backward()
+        gradients.append((y.detach(), [p.grad.clone() for p in (layer.lower, layer.upper, layer.log_scale)]))
+    (gathered, gathered_grads), (reference, reference_grads) = gradients
+    assert torch.equal(gathered, reference)
+    assert all(torch.equal(g, r) for g, r in zip(gathered_grads, reference_grads))
+    with torch.no_grad():
+        lower, upper = layer.factors()
+        z = torch.linalg.solve_triangular(upper.T, reference.T, upper=False)
+        z = torch.linalg.solve_triangular(lower.T, z, upper=True, unitriangular=True)
+        assert torch.equal(layer.inverse(reference), (P @ z).T)
 
 
 def test_log_det_jacobian_is_finite_and_matches_autograd():

@@ -28,6 +28,8 @@ def test_the_plan_prices_the_jobs_a_dry_run_would_run(tmp_path):
     assert len(jobs) == sum(counts.values())
     gpu = {j.rule for j in jobs if j.gpu}
     assert {"extract_activations", "finetune_model", "stitch"} <= gpu and "compare_pair" not in gpu
+    # the word-level and attention pairs read the MiniLMs' detail arrays; the random BERTs' stores hold none
+    assert planning.detail_models(jobs) == {"minilm", "minilm-ft-s1", "minilm-ft-s2"}
 
 
 def test_the_plan_of_the_default_config(tmp_path, capsys):

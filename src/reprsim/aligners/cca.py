@@ -38,6 +38,7 @@ from reprsim.metrics.cca import (
     canonical,
     check_pca_dims,
     check_threshold,
+    decompose,
     prepare,
     pwcca_weights,
 )
@@ -49,6 +50,19 @@ def _to_basis(prepared: dict) -> torch.Tensor:
     """d × k matrix T with Zc·T = Q (the side's orthonormal basis): V_k·S_k⁻¹, read off Zcᵀ·Q = V_k·S_k."""
     scaled = prepared["centred"].T @ prepared["basis"]
     return scaled / (scaled**2).sum(dim=0)
+
+
+def _side(Z: torch.Tensor, pca_dims: int | None, variance: float | None, kept: dict) -> tuple[dict, torch.Tensor]:
+    """Z prepared (reprsim.metrics.cca.prepare) and its :func:`_to_basis`, taken from `kept` when an earlier fit on
+    the same rows made them: `kept` holds Z's decomposition, which every reduction (pca_dims, SVCCA's variance
+    cut) selects from, and each reduction asked for."""
+    key = (pca_dims, variance)
+    if key not in kept:
+        if "decomposed" not in kept:
+            kept["decomposed"] = decompose(Z)
+        prepared = prepare(Z, pca_dims, variance, kept["decomposed"])
+        kept[key] = prepared, _to_basis(prepared)
+    return kept[key]
 
 
 class CanonicalMap:
@@ -71,13 +85,17 @@ class CanonicalMap:
         self.meta: dict = {}
 
     def fit(self, X: np.ndarray, Y: np.ndarray, X_val: np.ndarray | None = None,
-            Y_val: np.ndarray | None = None) -> CanonicalMap:
+            Y_val: np.ndarray | None = None, shared: tuple[dict, dict] | None = None) -> CanonicalMap:
+        """`shared`: one dict for X's rows and one for Y's, kept by the caller across the fits on the same rows
+        (cca, svcca, pwcca, either direction): each side is decomposed once (see :func:`_side`)."""
         started = time.perf_counter()
         X, Y = as_float64(X, "cpu", "X"), as_float64(Y, "cpu", "Y")
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"X and Y must have the same rows; got {X.shape[0]} and {Y.shape[0]}")
         variance = self.threshold if self.variant == "svcca" else None
-        px, py = prepare(X, self.pca_dims, variance), prepare(Y, self.pca_dims, variance)
+        kept_x, kept_y = shared if shared is not None else ({}, {})
+        (px, to_basis_x), (py, to_basis_y) = (_side(X, self.pca_dims, variance, kept_x),
+                                              _side(Y, self.pca_dims, variance, kept_y))
         rho, A, B = canonical(px, py)
         c = min(self.components or rho.numel(), rho.numel())
         rho, A, B = rho[:c], A[:, :c], B[:, :c]
@@ -87,8 +105,8 @@ class CanonicalMap:
             coefficient = float((alpha * rho).sum() / alpha.sum())
         self.x_mean, self.y_mean = X.mean(dim=0).numpy(), Y.mean(dim=0).numpy()
         # forward: coordinates in X's basis → canonical variates → Y's basis → Y; inverse retraces it
-        self.weight_x = (_to_basis(px) @ A).numpy()
-        self.weight_y = (_to_basis(py) @ B).numpy()
+        self.weight_x = (to_basis_x @ A).numpy()
+        self.weight_y = (to_basis_y @ B).numpy()
         self.reconstruct_x = (A.T @ px["basis"].T @ px["centred"]).numpy()
         self.reconstruct_y = (B.T @ py["basis"].T @ py["centred"]).numpy()
         self.coefficient, self.rho_ = coefficient, rho.numpy()

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from reprsim.aligners.linear import mean_l2, relative_error
-from reprsim.aligners.registry import PARAMETERS, make
+from reprsim.aligners.registry import PARAMETERS, SHARING, make
 from reprsim.metrics.sample_size import RATIO
 
 Splits = Mapping[str, np.ndarray]
@@ -43,9 +43,11 @@ def sample_size(meta: dict, n_fit: int, d_source: int) -> dict:
 
 
 def fit_and_score(label: str, name: str, params: dict, source: Splits, target: Splits,
-                  scored: tuple[str, ...], row_errors: bool = False) -> list[dict[str, Any]]:
+                  scored: tuple[str, ...], row_errors: bool = False,
+                  shared: tuple[dict, dict] | None = None) -> list[dict[str, Any]]:
     """One aligner fit on source["train"] → target["train"] (selected on "val" when given); one row per
-    split in `scored`.
+    split in `scored`. `shared`: (source's, target's) dicts that the caller keeps across the fits on these
+    train rows; the aligners in registry.SHARING keep each side's decomposition there (the others ignore it).
 
     With `row_errors`, each row also carries the per-example squared errors ‖y_i − g(x_i)‖²
     (`row_sq_errors`) and squared target norms ‖y_i‖² (`row_target_sq`), float64 arrays in the
@@ -58,7 +60,8 @@ def fit_and_score(label: str, name: str, params: dict, source: Splits, target: S
             raise ValueError(f"{side} splits lack {sorted(missing)}; given: {sorted(splits)}")
     aligner = make(name, **params)
     started = time.perf_counter()
-    aligner.fit(source["train"], target["train"], source.get("val"), target.get("val"))
+    options = {"shared": shared} if shared is not None and name in SHARING else {}
+    aligner.fit(source["train"], target["train"], source.get("val"), target.get("val"), **options)
     seconds = time.perf_counter() - started
     notes = sample_size(aligner.meta, len(source["train"]), np.shape(source["train"])[1])
     rows = []
@@ -86,9 +89,11 @@ def align_pair(splits_x: Splits, splits_y: Splits, aligners: AlignerSpecs, seed:
         if split in splits_y and len(splits_x[split]) != len(splits_y[split]):
             raise ValueError(f"split {split!r} has {len(splits_x[split])} rows of X but {len(splits_y[split])} of Y")
     rows = []
+    kept_x, kept_y = {}, {}  # each side's train rows' decomposition, for every aligner and both directions
     for label, (name, params) in aligners.items():
         params = seeded_params(name, params, seed)
-        for direction, source, target in (("x->y", splits_x, splits_y), ("y->x", splits_y, splits_x)):
+        for direction, source, target, shared in (("x->y", splits_x, splits_y, (kept_x, kept_y)),
+                                                  ("y->x", splits_y, splits_x, (kept_y, kept_x))):
             rows += [{**row, "direction": direction}
-                     for row in fit_and_score(label, name, params, source, target, scored, row_errors)]
+                     for row in fit_and_score(label, name, params, source, target, scored, row_errors, shared)]
     return rows

@@ -67,7 +67,9 @@ class InvertibleLinear(nn.Module):
         super().__init__()
         P, L, U = scipy.linalg.lu(weight)
         pivots = np.diag(U)
-        self.register_buffer("permutation", torch.as_tensor(P, dtype=torch.float32))
+        # P·Z = Z[rows]: P has one 1 per row, so the gather gives exactly the dense product's values (and
+        # gradients) without its d³ multiply-adds
+        self.register_buffer("rows", torch.as_tensor(P.argmax(axis=1), dtype=torch.int64))
         self.register_buffer("sign", torch.as_tensor(np.where(pivots < 0, -1.0, 1.0), dtype=torch.float32))
         self.lower = nn.Parameter(torch.as_tensor(np.tril(L, -1), dtype=torch.float32))
         self.upper = nn.Parameter(torch.as_tensor(np.triu(U, 1), dtype=torch.float32))
@@ -81,14 +83,14 @@ class InvertibleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         lower, upper = self.factors()
-        return x @ (self.permutation @ lower @ upper), self.log_scale.sum().expand(len(x))
+        return x @ (lower[self.rows] @ upper), self.log_scale.sum().expand(len(x))
 
     def inverse(self, y: torch.Tensor) -> torch.Tensor:
         # x·P·L·U = y  ⇔  Uᵀ·Lᵀ·Pᵀ·xᵀ = yᵀ
         lower, upper = self.factors()
         z = torch.linalg.solve_triangular(upper.T, y.T, upper=False)
         z = torch.linalg.solve_triangular(lower.T, z, upper=True, unitriangular=True)
-        return (self.permutation @ z).T
+        return z[self.rows].T
 
 
 class RealNVP(nn.Module):

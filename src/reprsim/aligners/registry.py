@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, fields
 from typing import Any
 
-from reprsim.aligners.cca import CanonicalMap
+from reprsim.aligners.cca import VARIANTS, CanonicalMap
 from reprsim.aligners.inn import CouplingArchitecture, InvertibleAligner
 from reprsim.aligners.linear import LinearAligner
 from reprsim.aligners.mlp import MLPAligner
@@ -24,6 +24,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "inn": {**asdict(CouplingArchitecture()), **TRAINING},
     "mlp": {"hidden": None, "depth": 2, **TRAINING},
 }
+
+# The aligners whose fit takes `shared`, one dict per side that the caller keeps across fits on the same rows:
+# the CCA family decomposes each side once for all three maps and both directions (reprsim.aligners.cca).
+SHARING = frozenset(VARIANTS)
 
 
 def _split_training(params: dict) -> tuple[dict, TrainingConfig]:

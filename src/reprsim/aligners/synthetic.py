@@ -77,8 +77,9 @@ def synthetic_recovery(X_train: np.ndarray, X_val: np.ndarray, X_test: np.ndarra
                                         for split, X in (("train", X_train), ("val", X_val), ("test", X_test))}
     truth = random_coupling_map(source["train"].shape[1], seed, n_layers)
     target = {split: truth(X) for split, X in source.items()}
-    rows = []
+    rows, shared = [], ({}, {})  # the CCA family's decompositions of X and f(X), made once
     for label, (name, params) in aligners.items():
         rows += [{**row, "map_seed": seed, "map_layers": n_layers}
-                 for row in fit_and_score(label, name, seeded_params(name, params, seed), source, target, ("test",))]
+                 for row in fit_and_score(label, name, seeded_params(name, params, seed), source, target, ("test",),
+                                          shared=shared)]
     return rows

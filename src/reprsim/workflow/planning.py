@@ -121,7 +121,7 @@ def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None) -> 
         facts = PredictedFacts(config, local_rows)
         unknown: list[str] = []
         costs = [_price(job, facts, config, unknown) for job in jobs]
-        disk = disk_gb(config, facts, unknown)
+        disk = disk_gb(config, facts, unknown, detail_models(jobs))
         for job in jobs:
             if job.rule == "model_terms":
                 try:
@@ -146,8 +146,19 @@ def _price(job: PlannedJob, facts: PredictedFacts, config: Mapping, unknown: lis
         return JobCost(job, 0, 0.0, False)
 
 
-def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str]) -> dict[str, float]:
-    """GB under results/ per kind of output (module docstring)."""
+def detail_models(jobs: list[PlannedJob]) -> set[str]:
+    """The models some job reads word rows or attention maps of (word-level pair jobs and their terms, attention
+    pair jobs): only their stores hold extraction.detail_splits (rules/common.smk, DETAIL_MODELS)."""
+    readers = set()
+    for job in jobs:
+        if job.rule == "compare_attention" or (job.rule in ("compare_pair", "model_terms")
+                                               and job.wildcards.get("representation") == "word"):
+            readers.update(job.wildcards[key] for key in ("model", "model_a", "model_b") if key in job.wildcards)
+    return readers
+
+
+def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str], detail_readers: set[str]) -> dict[str, float]:
+    """GB under results/ per kind of output (module docstring); the detail splits in `detail_readers`' stores."""
     extraction, gb = config["extraction"], Counter()
     itemsize = 2 if extraction["dtype"] == "float16" else 4
     detail = detail_splits(extraction, config["similarity"])
@@ -167,7 +178,7 @@ def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str]) -> dict[
             try:
                 gb["stores"] += store_bytes(facts.store(dataset, model), min(facts.tokens_per_row(dataset),
                                                                              extraction["max_length"]),
-                                            extraction, detail, itemsize) / 1e9
+                                            extraction, detail if model in detail_readers else [], itemsize) / 1e9
             except UnknownSize as error:
                 unknown.append(str(error))
     return dict(gb)

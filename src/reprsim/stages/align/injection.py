@@ -19,7 +19,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from reprsim.aligners.linear import relative_error
-from reprsim.aligners.registry import make
+from reprsim.aligners.registry import SHARING, make
 from reprsim.io.store import open_store, pooled_rows, split_examples
 from reprsim.nets.classifiers import classification_scores
 from reprsim.nets.heads import head_logits_of_rows, head_pooling
@@ -71,10 +71,12 @@ def layer_injection(
                         "rel_error": rel_error, **meta})
 
     record("target model", classify(model, Y))
+    shared = ({}, {})  # the CCA family's decompositions of the fit rows, made once
     for label, (name, params) in aligners.items():
         started = time.perf_counter()
+        options = {"shared": shared} if name in SHARING else {}
         aligner = make(name, **params).fit(rows["fit"][source], rows["fit"][target],
-                                           rows["select"][source], rows["select"][target])
+                                           rows["select"][source], rows["select"][target], **options)
         mapped = np.asarray(aligner.transform(X), dtype=np.float32)
         record(label, classify(model, mapped), relative_error(Y, mapped), aligner=name,
                fit_seconds=round(time.perf_counter() - started, 2))

@@ -260,6 +260,21 @@ def _distributed_rows(spec: dict, DA: torch.Tensor, DB: torch.Tensor, null_rows:
 
 # ---- the job ----------------------------------------------------------------------------------------
 
+def _layer_side(store, layer: int, examples: np.ndarray, level: str, with_distributed: bool) -> dict:
+    """One attention layer of one side, read once for every layer of the other side it meets: its maps,
+    distributed(maps) when a distributed measure is configured, and its PreparedMaps per row-sum tolerance
+    (made by :func:`_prepared` when a head-level measure first asks; each keeps its per-measure terms)."""
+    maps = attention_maps(store, layer, examples, level)
+    return {"maps": maps, "prepared": {},
+            "distributed": torch.from_numpy(attention.distributed(maps)) if with_distributed else None}
+
+
+def _prepared(side: dict, tol: float, name: str) -> attention.PreparedMaps:
+    if tol not in side["prepared"]:
+        side["prepared"][tol] = attention.prepare(side["maps"], tol=tol, name=name)
+    return side["prepared"][tol]
+
+
 def compare_attention(
     store_a_path: str | Path,
     store_b_path: str | Path,
@@ -282,8 +297,8 @@ def compare_attention(
     (head-level measures take only `tol`, the row-sum tolerance). Returns the pair table (the columns
     of :mod:`reprsim.stages.compare.pairs`, representation "attention", n = sentences), the long
     table of every value's half-sample replicates, and a long table (DETAIL_COLUMNS) of the head similarity matrix of every head-level measure at each
-    (layer_a, layer_b) of `detail_layers` (1-based; heads 0-based). Attention is read a layer at a
-    time: one layer of A and one of B in memory.
+    (layer_a, layer_b) of `detail_layers` (1-based; heads 0-based). Each layer is read and prepared once:
+    B's layers are kept for every layer of A (one layer of A in memory at a time).
     """
     started = time.perf_counter()
     if level not in ATTENTION_ARRAYS:
@@ -329,24 +344,18 @@ def compare_attention(
     }
     any_distributed = any(not spec["head"] for spec in specs.values())
     rows, detail_rows, replicate_rows = [], [], []
+    sides_b = [_layer_side(store_b, layer_b, ex_b, level, any_distributed) for layer_b in range(1, layers[1] + 1)]
     for layer_a in range(1, layers[0] + 1):
-        maps_a = attention_maps(store_a, layer_a, ex_a, level)
-        prepared_a = {}
-        DA = torch.from_numpy(attention.distributed(maps_a)) if any_distributed else None
-        for layer_b in range(1, layers[1] + 1):
-            maps_b = attention_maps(store_b, layer_b, ex_b, level)
-            prepared_b = {}
-            DB = torch.from_numpy(attention.distributed(maps_b)) if any_distributed else None
+        side_a = _layer_side(store_a, layer_a, ex_a, level, any_distributed)
+        DA = side_a["distributed"]
+        for layer_b, side_b in enumerate(sides_b, start=1):
+            DB = side_b["distributed"]
             cache = {}
             for label, spec in specs.items():
                 try:
                     if spec["head"]:
                         tol = float(spec["params"].get("tol", attention.ROW_TOLERANCE))
-                        if tol not in prepared_a:
-                            prepared_a[tol] = attention.prepare(maps_a, tol=tol, name="A")
-                        if tol not in prepared_b:
-                            prepared_b[tol] = attention.prepare(maps_b, tol=tol, name="B")
-                        A, B = prepared_a[tol], prepared_b[tol]
+                        A, B = _prepared(side_a, tol, "A"), _prepared(side_b, tol, "B")
                         heads = {"heads_a": A.heads, "heads_b": B.heads}
                         key = (spec["name"], tol)
                         if key not in cache:

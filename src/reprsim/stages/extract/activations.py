@@ -209,6 +209,9 @@ def extract_activations(
 ) -> dict[str, Any]:
     """Run the encoder over the dataset and write hidden states of every layer to `out_path`; for the
     examples of `detail_splits`, also word-level hidden states and (with `attention`) attention maps.
+    With `attention` the encoder runs in eager attention, the implementation that returns the maps, even
+    when `detail_splits` is empty (the workflow stores detail only for the models some job reads it of):
+    every model of a run then has its hidden states from the same attention kernels.
 
     Examples run in batches sorted by token length within windows of `sort_window` consecutive examples
     (capped at `sort_window_mb` of outputs; batching.plan_windows), and are written back in example
@@ -236,7 +239,7 @@ def extract_activations(
         background_writer = device.type == "cuda"
     out_path = Path(out_path)
     tokenizer = load_tokenizer(model_dir)
-    model = load_encoder(model_dir, device, attention=attention and bool(detail_splits))
+    model = load_encoder(model_dir, device, attention=attention)
     max_positions = getattr(model.config, "max_position_embeddings", None) or max_length
     if max_positions <= 0:  # XLNet's -1: relative positions, no length limit
         max_positions = max_length
