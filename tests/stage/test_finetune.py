@@ -18,7 +18,8 @@ from reprsim.stages.finetune.evaluation import evaluation_setup
 from reprsim.stages.finetune.skip import skip_spans
 from reprsim.nets.training import epoch_batches
 from reprsim.stages.finetune.training import finetune_model
-from reprsim.stages.finetune.truncation import stored_rows, train_head, truncation
+from reprsim.nets.heads import stored_head_rows
+from reprsim.stages.finetune.truncation import train_head, truncation
 from reprsim.workflow.plan import training_steps
 
 NO_HEADS = None
@@ -234,7 +235,7 @@ def test_head_inputs_read_from_the_stores_give_the_forward_passes_table(tuned, t
 
 @pytest.mark.parametrize("family, options, reason", [
     ("bert", {"max_examples": 10}, "not every row of split validation"),
-    ("bert", {"splits": ["train"]}, "not every row of split validation"),
+    ("bert", {"splits": ["train"]}, "no split validation"),
     ("bert", {"max_length": 16}, "max_length 16, not 24"),
     ("bert", {"dtype": "float16"}, "stored as float16"),
     ("bert", {"poolings": ["mean", "last"]}, "no cls pooling"),
@@ -245,8 +246,8 @@ def test_a_store_that_does_not_hold_the_head_inputs_exactly_is_passed_by(tuned, 
     directory, _ = tuned[family]
     store = activation_store(directory, tiny_dataset, tmp_path / "other.zarr", **options)
     frame, tokenizer, model, max_length = evaluation_setup(directory, tiny_dataset, "validation", torch.device("cpu"))
-    assert stored_rows(store, model.base_model, tokenizer, directory, tiny_dataset, "validation", frame,
-                       max_length) is None
+    assert stored_head_rows(store, model.config, tokenizer, directory, tiny_dataset, "validation", frame,
+                            max_length) is None
     assert reason in capsys.readouterr().out
 
 

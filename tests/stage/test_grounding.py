@@ -20,9 +20,10 @@ from reprsim.stages.grounding.measure_tests import COLUMNS, measure_tests
 from reprsim.stages.grounding.probes import layers
 from reprsim.stages.grounding.scores import ranked
 from reprsim.stages.grounding.setup import Setup
-from reprsim.io.datasets import load_split
+from reprsim.io.datasets import load_split, read_meta
 from reprsim.nets.loading import load_classifier, load_tokenizer
-from reprsim.stages.grounding.predictions import extracted_alike, model_predictions, stored_head_rows
+from reprsim.nets.heads import stored_head_rows
+from reprsim.stages.grounding.predictions import model_predictions
 
 SPEC = {"source": "finetune", "base": "bert", "dataset": "tiny", "steps": 6, "batch_size": 8,
         "learning_rate": 1e-3, "warmup_fraction": 0.1, "weight_decay": 0.01, "max_length": 24,
@@ -44,7 +45,9 @@ def grounded(tiny_models, tiny_dataset, root):
         finetune_model(name, spec, tiny_models["bert"], tiny_dataset, root / name, torch.device("cpu"))
         stores[name] = root / f"{name}.zarr"
         extract_activations(root / name, tiny_dataset, stores[name], splits=["train", "test"], max_length=24,
-                            poolings=["mean", "cls"], tokens=False, provenance={"model": name, "dataset": "tiny"})
+                            poolings=["mean", "cls"], tokens=False, provenance={
+                                "model": name, "dataset": "tiny", "model_hash": read_meta(root / name)["content_hash"],
+                                "dataset_hash": read_meta(tiny_dataset)["content_hash"]})
         predictions[name] = root / f"{name}.predictions.parquet"
         model_predictions(root / name, tiny_dataset, "test", None, 16, torch.device("cpu")).to_parquet(
             predictions[name])
@@ -52,33 +55,41 @@ def grounded(tiny_models, tiny_dataset, root):
                  deletion_models=["std-s1"])
 
 
+def head_rows(model_dir, store, tiny_dataset, frame, max_length=24):
+    model, tokenizer = load_classifier(model_dir, torch.device("cpu")), load_tokenizer(model_dir)
+    return stored_head_rows(store, model.config, tokenizer, model_dir, tiny_dataset, "test", frame, max_length)
+
+
 def test_predictions_from_the_stored_last_layer_are_the_forward_pass_ones(grounded, tiny_dataset, root):
     """The head on the store's CLS rows gives the forward pass's predictions, its logits within float noise."""
     for name, store in grounded.stores.items():
         forward = pd.read_parquet(grounded.predictions[name])
-        assert stored_head_rows(store, "test", len(forward), 24, "cls") is not None
+        assert head_rows(root / name, store, tiny_dataset, load_split(tiny_dataset, "test")) is not None
         stored = model_predictions(root / name, tiny_dataset, "test", None, 16, torch.device("cpu"), store=store)
         logits = [c for c in forward.columns if c.startswith("logit_")]
         assert (stored["predicted"] == forward["predicted"]).all() and (stored["label"] == forward["label"]).all()
         np.testing.assert_allclose(stored[logits].to_numpy(), forward[logits].to_numpy(), rtol=0, atol=1e-5)
 
 
-def test_a_store_of_other_rows_gives_no_head_rows(grounded):
-    store, rows = grounded.stores["std-s1"], len(pd.read_parquet(grounded.predictions["std-s1"]))
-    assert stored_head_rows(store, "test", rows, 32, "cls") is None  # extracted at another max_length
-    assert stored_head_rows(store, "test", rows - 1, 24, "cls") is None  # more rows than asked
-    assert stored_head_rows(store, "test", rows, 24, "last") is None  # no such pooling
+def test_a_store_of_other_rows_gives_no_head_rows(grounded, tiny_dataset, root, capsys):
+    store, frame = grounded.stores["std-s1"], load_split(tiny_dataset, "test")
+    assert head_rows(root / "std-s1", store, tiny_dataset, frame.iloc[:3]) is not None  # a subset of its rows
+    assert head_rows(root / "std-s1", store, tiny_dataset, frame, max_length=32) is None
+    assert "max_length 24, not 32" in capsys.readouterr().out
+    beyond = frame.iloc[:2].set_axis([0, len(frame)])  # a row the split's store does not hold
+    assert head_rows(root / "std-s1", store, tiny_dataset, beyond) is None
+    assert "not every row of split test" in capsys.readouterr().out
+    assert head_rows(root / "std-s1", grounded.stores["std-s2"], tiny_dataset, frame) is None
+    assert "another model's store" in capsys.readouterr().out
 
 
-def test_the_store_is_not_read_where_the_extraction_fed_the_model_otherwise(tiny_models, tiny_dataset):
-    """The extraction passes no token type ids: a BERT reads that as all 0 (one segment), GPT-2 as none, where a
-    tokenizer that gives types (MiniLM's here) makes its forward pass add type 0's embedding."""
+def test_the_store_is_not_read_where_the_extraction_fed_the_model_otherwise(grounded, tiny_dataset, root, capsys):
+    """The extraction passes no token type ids: a BERT reads that as all 0 (one segment), so a text pair's second
+    segment is not what its forward pass reads."""
     frame = load_split(tiny_dataset, "test")
-    models = {name: (load_classifier(tiny_models[name], torch.device("cpu"), num_labels=2),
-                     load_tokenizer(tiny_models[name])) for name in ("bert", "gpt2")}
-    assert extracted_alike(*models["bert"], frame, 24)
-    assert not extracted_alike(*models["bert"], frame.assign(text_pair=frame["text"]), 24)  # a second segment
-    assert not extracted_alike(*models["gpt2"], frame, 24)
+    assert head_rows(root / "std-s1", grounded.stores["std-s1"], tiny_dataset,
+                     frame.assign(text_pair=frame["text"])) is None
+    assert "token types the store's passes lack" in capsys.readouterr().out
 
 
 def test_predictions_hold_every_output_of_a_grown_head(grounded):

@@ -21,8 +21,8 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from reprsim.aligners.linear import relative_error
 from reprsim.aligners.registry import SHARING, make
 from reprsim.io.store import open_store, pooled_rows, split_examples
-from reprsim.nets.classifiers import classification_scores
-from reprsim.nets.heads import head_logits_of_rows, head_pooling
+from reprsim.nets.classifiers import classification_scores, head_token
+from reprsim.nets.heads import head_logits_of_rows
 from reprsim.nets.loading import load_classifier
 
 
@@ -56,7 +56,7 @@ def layer_injection(
     roles fit / select / score to split names.
     """
     model = load_classifier(target_dir, torch.device("cpu"))
-    pooling = head_pooling(model.config)
+    pooling = head_token(model.config)
     rows = {role: {name: last_layer_rows(stores[name], pooling, split) for name in (source, target)}
             for role, split in splits.items()}
     labels = split_labels(stores[target], splits["score"])

@@ -14,7 +14,7 @@ same for every family so TUNED and TUNEDORIG curves compare like with like. Phan
 TUNEDORIG needs anyway since the base model has no task head.
 
 The evaluation rows' head inputs of every layer come from one forward pass of each encoder, or, when the
-extract stage's store of that encoder holds them exactly (:func:`stored_rows`), from the store: the
+extract stage's store of that encoder holds them exactly (reprsim.nets.heads.stored_head_rows), from the store: the
 rows the extraction holds are computed once, for every stage that reads them. The heads'
 training rows (a seeded sample of the train split) always run through the encoders here.
 
@@ -33,7 +33,6 @@ from transformers import get_linear_schedule_with_warmup
 
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.logs import progress
-from reprsim.io.store import open_store, pooled_rows
 from reprsim.nets.classifiers import (
     classification_scores,
     eval_batches,
@@ -41,10 +40,9 @@ from reprsim.nets.classifiers import (
     fresh_head,
     head_input,
     head_on_input,
-    head_token,
     length_order,
-    token_types_matter,
 )
+from reprsim.nets.heads import stored_head_rows
 from reprsim.nets.loading import load_encoder, load_tokenizer
 from reprsim.schema import schema_defaults
 from reprsim.stages.finetune.evaluation import evaluation_setup, tagged
@@ -111,41 +109,13 @@ def _scored(rows: list[dict], mode: str, layer: int, predictions, labels) -> Non
         rows.append({"layer": layer, "mode": mode, "metric": metric, "value": value})
 
 
-def stored_rows(store_path: str | Path, encoder, tokenizer, model_dir: str | Path, dataset_dir: str | Path,
-                split: str, frame: pd.DataFrame, max_length: int) -> np.ndarray | None:
-    """The rows of the token the encoder's head reads (head_token), every layer (layers + 1, rows, d), that the
-    activation store at `store_path` holds for `frame` (every row of `split`, in any order: its index is the row's
-    position in the split), when they are what this job's own forward pass would compute: the store of this
-    model on this dataset (their content hashes), every row of the split, float32 from full-precision passes over
-    at most `max_length` tokens, and no token types that change the model (the extract stage's passes feed none).
-    Otherwise None, saying why; the caller runs the forward pass. The store's passes batch the rows
-    differently: its rows differ from the job's own by float rounding."""
-    store, pooling = open_store(store_path), head_token(encoder.config)
-    attrs = store.attrs
-    checks = {
-        "another model's store": attrs.get("model_hash") == read_meta(model_dir)["content_hash"],
-        "another dataset's store": attrs.get("dataset_hash") == read_meta(dataset_dir)["content_hash"],
-        f"not every row of split {split}": attrs.get("split_sizes", {}).get(split) == len(frame),
-        f"no {pooling} pooling": pooling in attrs.get("poolings", []),
-        f"stored as {attrs.get('dtype')}": attrs.get("dtype") == "float32",
-        "extracted under autocast": attrs.get("batching", {}).get("autocast") is None,
-        f"max_length {attrs.get('max_length')}, not {max_length}": attrs.get("max_length") == max_length,
-        "token types the store's passes lack": not token_types_matter(encoder.config, tokenizer, frame),
-    }
-    if not all(checks.values()):
-        print(f"{store_path} does not hold the head inputs ({', '.join(k for k, ok in checks.items() if not ok)}): "
-              "running the forward pass")
-        return None
-    return pooled_rows(store, pooling, split)[:, frame.index.to_numpy()]
-
-
 def evaluation_head_inputs(encoder, tokenizer, frame: pd.DataFrame, store: str | Path | None, model_dir, dataset_dir,
                            split: str, batch_size: int, max_length: int, device, desc: str) -> torch.Tensor:
     """Head inputs of every layer for the evaluation rows (rows, layers + 1, d), float32 on the CPU, in the
-    frame's order: read from the encoder's activation store when it holds them (stored_rows), else from a
+    frame's order: read from the encoder's activation store when it holds them (reprsim.nets.heads.stored_head_rows), else from a
     forward pass."""
-    stored = None if store is None else stored_rows(store, encoder, tokenizer, model_dir, dataset_dir, split, frame,
-                                                    max_length)
+    stored = None if store is None else stored_head_rows(store, encoder.config, tokenizer, model_dir, dataset_dir,
+                                                         split, frame, max_length)
     if stored is None:
         return layer_head_inputs(encoder, tokenizer, frame, batch_size, max_length, device, desc)
     with torch.inference_mode():
