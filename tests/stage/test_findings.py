@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 import yaml
 
 from reprsim.config import validate_config
@@ -24,7 +25,7 @@ from reprsim.stages.findings.cells import cell, mean_of_units, select, weighted
 from reprsim.stages.findings.claims import CLAIMS, findings
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
-from reprsim.stages.findings.intervals import newcombe, t_interval
+from reprsim.stages.findings.intervals import newcombe, t_interval, wilson
 from reprsim.stages.findings.profiles import (finetuning_changes_upper_attention,
                                               adjacent_layers, finetuning_changes_upper_layers, halves,
                                               lower_layers_across_seeds)
@@ -101,6 +102,16 @@ def test_newcombe_reproduces_the_published_example():
 def test_t_interval_over_units():
     mean, low, high = t_interval([1.0, 2.0, 3.0], 0.95)
     assert mean == 2.0 and high - mean == pytest.approx(4.302653 * 1.0 / math.sqrt(3), rel=1e-6)
+    values = [0.3, 0.9, 0.4, 0.7]
+    half = stats.t.ppf(0.95, 3) * np.std(values, ddof=1) / 2
+    assert t_interval(values, 0.9)[2] - np.mean(values) == pytest.approx(half, rel=1e-12)
+
+
+@pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (10, 10), (423, 500), (1, 1)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95])
+def test_wilson_interval_is_scipys(k, n, confidence):
+    expected = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    assert wilson(k, n, confidence) == pytest.approx((expected.low, expected.high), rel=1e-12, abs=1e-15)
 
 
 def test_relations_of_the_default_and_tiny_configs():

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from reprsim.layers import layer_pairs, model_depths
 from reprsim.resampling import interval
@@ -138,6 +137,8 @@ def rank_agreement(x: np.ndarray, y: np.ndarray, statistic: str) -> float:
     x, y = x[keep], y[keep]
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
+    from scipy import stats  # here, not at the top: the findings job imports this module (`oriented`) and never
+    # calls this, and scipy.stats alone takes 0.5 s to import
     if statistic == "kendall_tau_b":
         return float(stats.kendalltau(x, y, variant="b").statistic)
     if statistic == "spearman_rho":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
 
 DING_GRID = (0, 100, 200, 300, 400, 500, 600, 650, 700, 725, 750, 758, 763, 767)
 DING_WIDTH = 768
@@ -210,6 +209,8 @@ def rank_correlation(dissimilarity: np.ndarray, functional: np.ndarray) -> float
     x, y = x[keep], y[keep]
     if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
+    from scipy import stats  # here, not at the top: the probes' and the ranking's jobs import this module and never
+    # call it, and scipy.stats alone takes 0.5 s to import
     return float(stats.spearmanr(x, y)[0])
 
 
@@ -230,6 +231,8 @@ def jsd_bits(logits_a: np.ndarray, logits_b: np.ndarray) -> np.ndarray:
     [0, 1] (ReSi's JSD, B.2, before its mean over rows). Computed from log-softmaxes (0·log 0 = 0); a row
     with a NaN logit gives NaN (ReSi's mean over rows is a NaN-mean).
     """
+    from scipy import special  # as stats above
+
     a, b = _two_logit_matrices(logits_a, logits_b)
     with np.errstate(invalid="ignore"):
         log_p, log_q = special.log_softmax(a, axis=1), special.log_softmax(b, axis=1)
