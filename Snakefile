@@ -22,7 +22,9 @@ except ImportError as error:
         f"environment (pip install -e .) or use the README's setup command ({error})"
     )
 try:
-    validate_config(config)  # against the schema that ships inside the package
+    # against the schema that ships inside the package; a job's own Snakemake on a cluster node (not the main
+    # process) skips the models' transformers configs, which the submitting Snakemake has checked
+    validate_config(config, model_configs=workflow.is_main_process)
 except ConfigError as error:
     raise WorkflowError(str(error))
 

@@ -158,7 +158,8 @@ def _hub_errors(config: dict) -> Iterator[str]:
                 yield from hub_spec_errors(f"{section}.{name}", spec)
 
 
-def _reference_errors(config: dict, distance_named: bool, written: dict[str, str]) -> Iterator[str]:
+def _reference_errors(config: dict, distance_named: bool, written: dict[str, str],
+                      model_configs: bool = True) -> Iterator[str]:
     """Names that must refer to something the config defines, and settings that contradict each other.
 
     distance_named: the user set report.distance_measure (its default may name no measure: no distances).
@@ -249,7 +250,8 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
             yield "finetune_eval.layer_views compares CLS representations; add 'cls' to extraction.poolings"
     yield from _grounding_errors(config, datasets, models)
     yield from _cycle_errors(models)
-    yield from _architecture_errors(models)
+    if model_configs:
+        yield from _architecture_errors(models)
 
 
 def _grounding_errors(config: dict, datasets: dict, models: dict) -> Iterator[str]:
@@ -534,12 +536,15 @@ def _pretrain_config_errors(where: str, overrides: dict, spec: dict, described: 
                    "for a block's later tokens (leave it out: it defaults to context)")
 
 
-def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
+def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH, *, model_configs: bool = True) -> dict:
     """Validate `config` in place (filling defaults) and return it.
 
     Raises ConfigError listing every problem found: unknown keys, wrong types or
     values, and references to models or datasets the config does not define.
-    Imports neither torch nor transformers (see architecture_fields).
+    Imports neither torch nor transformers (see architecture_fields). `model_configs` False leaves out the check
+    of random and pretrained models' `config` keys against their transformers config classes (a second of a
+    child process): a cluster job's Snakemake, which runs one job of a configuration its submitting Snakemake
+    has checked in full, sets it.
     """
     schema = load_schema(schema_path)
     if not isinstance(config, dict):
@@ -554,7 +559,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if not problems:  # the seeds of one model refer alike: each problem once
         problems = list(dict.fromkeys(_expand_seeds(config, written)))
     if not problems:
-        problems = list(dict.fromkeys(_reference_errors(config, distance_named, written)))
+        problems = list(dict.fromkeys(_reference_errors(config, distance_named, written, model_configs)))
     if problems:
         listing = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(f"invalid reprsim configuration ({len(problems)} problem(s)):\n{listing}")

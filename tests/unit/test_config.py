@@ -9,6 +9,7 @@ import time
 import pytest
 from conftest import REPO, TINY, copy_workflow, snakemake
 
+from reprsim import config as config_module
 from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
 from reprsim.schema import SCHEMA_PATH
 
@@ -327,6 +328,17 @@ def test_library_checks_name_the_parameter_instead_of_failing_on_a_comparison():
 def test_architecture_config_keys_are_checked_against_transformers(default_config, model, config, expected):
     default_config["models"][model]["config"].update(config)
     assert expected in problems_of(default_config)
+
+
+def test_a_cluster_jobs_snakemake_leaves_the_model_configs_to_the_submitting_one(default_config, monkeypatch):
+    """model_configs=False (a job's own Snakemake, not the main process) neither starts the child that reads the
+    transformers config classes nor reports their keys; everything else is still checked."""
+    default_config["models"]["bert-small-s0"]["config"]["num_hiden_layers"] = 2
+    monkeypatch.setattr(config_module, "architecture_fields", lambda *_: pytest.fail("read the config classes"))
+    validate_config(copy.deepcopy(default_config), model_configs=False)
+    default_config["similarity"]["split"] = "nowhere"
+    with pytest.raises(ConfigError, match="nowhere"):
+        validate_config(default_config, model_configs=False)
 
 
 def test_architecture_aliases_are_fields_of_their_own():
