@@ -12,7 +12,8 @@ process, `--repeats` times on an otherwise idle machine, and prints the median b
     torch rules                 ≤ 2.5 s  (pair jobs, model terms, aligners, measure tests: no transformers)
     rules that load a model     ≤ 5.0 s  (transformers)
 
-and, from `python -X importtime`, the packages the prelude imports that cost ≥ 50 ms (their cumulative time).
+and, from `python -X importtime`, the packages the prelude imports whose own modules take ≥ 50 ms (self times
+summed by top-level package, whoever imports them).
 
 `--calls` also runs the tiny configuration (tests/config/tiny.yaml) end to end in a temporary copy of the
 workflow, every job under a profiling hook (a sitecustomize on its PYTHONPATH) that records which packages
@@ -97,17 +98,16 @@ def time_prelude(code: str, repeats: int) -> float:
 
 
 def import_costs(code: str) -> dict[str, float]:
-    """Top-level package -> cumulative import seconds (python -X importtime), for what `code` imports."""
+    """Package -> seconds its own modules took to import (python -X importtime's self times, summed by top-level
+    package, whoever imported them), for what `code` imports."""
     stderr = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
                             check=True, env=job_environment(), cwd=REPO).stderr
     costs: dict[str, float] = defaultdict(float)
     for line in stderr.splitlines():
         parts = line.split("|")
-        if len(parts) != 3 or not parts[1].strip().isdigit():
+        if len(parts) != 3 or not parts[0].split(":")[-1].strip().isdigit():
             continue
-        name = parts[2].rstrip()
-        if len(name) - len(name.lstrip()) == 1:  # imported by the program itself, not by another module
-            costs[name.strip().split(".")[0]] += int(parts[1]) / 1e6
+        costs[parts[2].strip().split(".")[0]] += int(parts[0].split(":")[-1]) / 1e6
     return dict(costs)
 
 
@@ -119,7 +119,9 @@ AUDIT_HOOK = textwrap.dedent('''
     _called, _working = set(), [False]
 
     def _top(name):
-        return (name or "").split(".", 1)[0]
+        if not isinstance(name, str):  # an extension function may name its module by the module object itself
+            name = getattr(name, "__name__", "")
+        return name.split(".", 1)[0]
 
     def _hook(frame, event, arg):
         if event == "call":
@@ -132,8 +134,7 @@ AUDIT_HOOK = textwrap.dedent('''
             if code.co_name != "<module>":
                 _called.add(_top(frame.f_globals.get("__name__")))
         elif event == "c_call" and _working[0]:
-            owner = getattr(arg, "__self__", None)
-            _called.add(_top(getattr(arg, "__module__", None) or type(owner).__module__))
+            _called.add(_top(getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__))
 
     _imported = set()
     sys.setprofile(_hook)
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         kind, measured = category(rule), by_script[script]
         heavy = {name: cost for name, cost in measured["imports"].items() if cost >= HEAVY_SECONDS}
         forbidden = sorted(FORBIDDEN[kind] & set(measured["imports"]))
-        never_called = sorted(name for name in unused.get(rule, ()) if name in heavy)
+        never_called = sorted((name for name in unused.get(rule, ()) if name in heavy), key=lambda n: -heavy[n])
         meets = measured["seconds"] <= TARGETS[kind] and not forbidden
         failures += not meets
         rows.append({"rule": rule, "script": script, "kind": kind, "seconds": round(measured["seconds"], 2),

@@ -36,7 +36,7 @@ def truncation_inputs(wildcards):
     dataset when the extraction may hold the evaluation rows' head inputs as the job's own passes compute them:
     the split extracted, float32 from full-precision passes, at the max length the model was tuned with. The job
     reads them only if they hold every row of the split and the head's pooling, else runs the forward passes
-    (reprsim.stages.finetune.truncation.stored_rows)."""
+    (reprsim.nets.heads.stored_head_rows)."""
     spec, extraction = config["models"][wildcards.model], config["extraction"]
     inputs = {"base": model_dir(spec["base"]), "dataset": dataset_dir(spec["dataset"])}
     if (spec["dataset"] in EXTRACT_ON and config["finetune_eval"]["split"] in extraction["splits"]
