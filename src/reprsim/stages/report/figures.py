@@ -22,6 +22,7 @@ from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
 from reprsim.measure_registry import MEASURES as REGISTRY
+from reprsim.stages.report.labels import representation_text
 from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
 
 Tables = dict[str, pd.DataFrame]
@@ -43,12 +44,6 @@ FAMILY_ORDER = [*REGISTRY_FAMILIES, "other"]
 # Cells whose interval does not exclude chance: grey hatching, thin enough to read the value through.
 CHANCE_HATCH = {"hatch": "////", "edgecolor": (0.62, 0.62, 0.62), "fill": False, "lw": 0}
 CHANCE_NOTE = "hatched: interval does not exclude chance"
-
-
-def representation_text(representation: str) -> str:
-    """How a figure or page names a representation: 'mean pooling', 'word level', 'attention'."""
-    return {"word": "word level", "attention": "attention", "token": "token level"}.get(
-        representation, f"{representation} pooling")
 
 
 def _save(fig, out_path: str | Path) -> None:

@@ -38,7 +38,7 @@ from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import MEASURES
-from reprsim.stages.report.figures import representation_text
+from reprsim.stages.report.labels import representation_text
 from reprsim.stages.report.render import render_page
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
 
