@@ -74,6 +74,34 @@ def copy_workflow(destination: Path) -> Path:
     return destination
 
 
+# What the runs that start from the shared one remake (the cluster tier's faulted run, the run killed and resumed):
+# one fine-tuned seed and every job that reads it, directly or not: its fine-tuning, extraction, terms, truncation and
+# skipping, its 5 pair jobs and 3 of the seeds' view pairs, injection and stitching between the seeds, its deletion
+# probes, every measure's tests, the tables, figures, findings and the report (52 of the 102 jobs). A part of the DAG
+# with a job of every stage but data preparation, materialisation and the aligners between the untuned models.
+REMADE_MODEL = "tiny-ft-s2"
+
+
+def rerun_copy(workflow: Path, destination: Path) -> Path:
+    """A copy of the shared run (as `cp -a`: results, Snakemake's records, mtimes) without REMADE_MODEL's directory
+    and every output that depends on it, which the tiny configuration's command then remakes, and nothing else.
+
+    Snakemake does not remake a missing file that no missing or outdated output needs, so the outputs downstream
+    of the model go too: those a dry run plans once the model's files are newer than the shared run's."""
+    shutil.copytree(workflow, destination, symlinks=True)
+    model = destination / "results" / "models" / REMADE_MODEL
+    for path in (model, *model.rglob("*")):
+        path.touch()
+    result = snakemake(destination, "--dry-run", "--configfile", "tiny.yaml")
+    for output in {model.relative_to(destination), *map(Path, planned_outputs(result.stdout + result.stderr))}:
+        path = destination / output
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return destination
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     from reprsim.stages.models.materialize import locate_package_model

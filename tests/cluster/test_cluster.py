@@ -7,14 +7,18 @@ allocated and the CPU otherwise.
 
 With a cluster: tests/cluster/slurm.sh starts SLURM on this machine from Debian's packages
 (root; `cpu` and `gpu` partitions, one fake GPU); the tiny configuration runs with
---workflow-profile profiles/slurm. SLURM's own records (scontrol keeps finished jobs for
-MinJobAge) show every GPU rule in the gpu partition with a GPU allocated and every other job
-in the cpu partition; the outputs equal a local run's although jobs die on the way (a job
-cancelled with scancel while it runs, every job on the node when the node is set DOWN, and
-jobs killed for exceeding their memory request: each is resubmitted under the profile's
-retries, the memory-killed ones with their larger request, and no corrupt output is left); a
-second invocation has nothing to do; Snakemake started while slurmctld is down waits for it
-(or, told to wait less, stops saying so), losing nothing. The cluster is stopped at the end. Where this machine cannot run SLURM (not root, no packages to
+--workflow-profile profiles/slurm on a copy of the shared local run without a fine-tuned seed and
+what depends on it (conftest.rerun_copy), so that the jobs of every kind that read it (fine-tuning,
+extraction, truncation and skipping, terms, pairs and views, injection, stitching, grounding, the
+summary and the report) run on SLURM, and the rest is the local run's. SLURM's own records
+(scontrol keeps finished jobs for MinJobAge) show every GPU rule that ran in the gpu partition
+with a GPU allocated and every other job in the cpu partition; the remade outputs equal the
+local run's although jobs die on the way (a job cancelled with scancel while it runs, every job
+on the node when the node is set DOWN, and a job killed for exceeding its memory request: each
+is resubmitted under the profile's retries, the memory-killed one with its larger request, and
+no corrupt output is left); a second invocation has nothing to do; Snakemake started while
+slurmctld is down waits for it (or, told to wait less, stops saying so), losing nothing. The
+cluster is stopped at the end. Where this machine cannot run SLURM (not root, no packages to
 install, daemons that do not start) those tests are skipped with the reason.
 """
 
@@ -37,7 +41,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, TINY, copy_workflow
+from conftest import REMADE_MODEL, REPO, TINY, copy_workflow, rerun_copy
 
 from reprsim.io.device import resolve_device
 from reprsim.io.store import open_store
@@ -45,13 +49,16 @@ from reprsim.io.store import open_store
 SLURM_SH = REPO / "tests" / "cluster" / "slurm.sh"
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 SITE_VARIABLES = ("REPRSIM_SLURM_CPU_PARTITION", "REPRSIM_SLURM_GPU_PARTITION", "REPRSIM_SLURM_ACCOUNT")
-# the job cancelled mid-run: the first GPU job, minilm's extraction, whose store every pair table reads
+# the job cancelled mid-run: the remade seed's GPU job (fine-tuning, extraction, truncation, skipping), while it
+# extracts the activations that every pair job with the seed reads
 CANCELLED_RULE = "extract_activations"
-CANCELLED_LOG = "results/logs/activations/tiny/minilm.log"
+CANCELLED_LOG = f"results/logs/activations/tiny/{REMADE_MODEL}.log"
 NO_PLUGIN = "the SLURM executor plugin (pip install -e '.[cluster]') is not installed"
 # a rule whose first attempt asks for too little memory (the test cluster enforces --mem, tests/cluster/slurm.sh):
-# 100 MB, which its job step exceeds while Python starts; from the second attempt on 4000 MB per attempt after the first
-SHORT_OF_MEMORY_RULE = "materialize_model"
+# 100 MB, which its job step exceeds while Python starts; from the second attempt on 4000 MB per attempt after the
+# first. A rule whose jobs are SLURM jobs of their own (in no group, whose request would be its largest member's):
+# the remade seed's deletion probes
+SHORT_OF_MEMORY_RULE = "deletion_probes"
 SHORT_OF_MEMORY = "max(100, 4000 * (attempt - 1))"
 
 
@@ -291,8 +298,8 @@ def cluster_command(root: Path) -> list[str]:
 
 
 def cancel_while_running(root: Path, process: subprocess.Popen, deadline: float) -> str:
-    """scancel the GPU job extracting minilm's activations once its script has started (its log
-    exists); its SLURM job id. The node has one GPU, so that job is the one GPU job running."""
+    """scancel the GPU job extracting the remade seed's activations once that script has started (its
+    log exists); its SLURM job id. The node has one GPU, so that job is the one GPU job running."""
     while time.monotonic() < deadline and process.poll() is None:
         if (root / CANCELLED_LOG).exists():
             queue = subprocess.run(["squeue", "-h", "-p", "gpu", "-t", "RUNNING", "-o", "%i %k"],
@@ -345,6 +352,7 @@ class ClusterRun(NamedTuple):
     cancelled: str  # SLURM job id cancelled with scancel while it ran
     node_failed: str  # SLURM job id of the pair job running when the node was set DOWN
     output: str  # Snakemake's output
+    started: float  # when Snakemake was started (time.time()): the files it wrote are newer
 
 
 def short_of_memory(profile: Path) -> None:
@@ -356,13 +364,15 @@ def short_of_memory(profile: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster_run(slurm, tmp_path_factory) -> ClusterRun:
-    """The tiny configuration on SLURM while jobs die: one cancelled mid-run, then the node set DOWN under a
-    pair job, and every first attempt of SHORT_OF_MEMORY_RULE killed for exceeding its memory request."""
-    root = copy_workflow(tmp_path_factory.mktemp("cluster"))
-    shutil.copy(TINY, root / "tiny.yaml")
+def cluster_run(slurm, workflow, tmp_path_factory) -> ClusterRun:
+    """The jobs that read REMADE_MODEL on SLURM, from a copy of the shared local run, while jobs die: one
+    cancelled mid-run, then the node set DOWN under a pair job, and the first attempt of SHORT_OF_MEMORY_RULE
+    killed for exceeding its memory request."""
+    root = rerun_copy(workflow, tmp_path_factory.mktemp("cluster") / "workflow")
+    (root / CANCELLED_LOG).unlink()  # the local run's: the job to cancel has started once its log exists
     short_of_memory(root / "profiles" / "slurm" / "config.yaml")
     log_path = root / "snakemake-cluster.log"
+    started_at = time.time()
     started = time.monotonic()
     with open(log_path, "w") as log:
         process = subprocess.Popen(cluster_command(root), cwd=root, env=site_environment(), stdout=log,
@@ -377,9 +387,16 @@ def cluster_run(slurm, tmp_path_factory) -> ClusterRun:
             raise
     output = log_path.read_text()
     assert process.returncode == 0, f"the cluster run failed:\n{output[-6000:]}"
-    print(f"\ncluster run of the tiny configuration: {time.monotonic() - started:.1f} s")
+    print(f"\ncluster run of the jobs that read {REMADE_MODEL}: {time.monotonic() - started:.1f} s")
     run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
-    return ClusterRun(root, run_id, cancelled, node_failed, output)
+    return ClusterRun(root, run_id, cancelled, node_failed, output, started_at)
+
+
+def written_by(cluster_run: ClusterRun, pattern: str) -> list[Path]:
+    """The paths under results/ matching `pattern` that the cluster run wrote (newer than its start), relative."""
+    root = cluster_run.root
+    return sorted(p.relative_to(root) for p in (root / "results").glob(pattern)
+                  if p.stat().st_mtime >= cluster_run.started)
 
 
 @pytest.mark.cluster
@@ -413,11 +430,10 @@ def test_hub_download_runs_on_the_submitting_host(slurm, tmp_path):
 @pytest.mark.cluster
 def test_submitted_jobs_read_the_hub_cache_offline(cluster_run):
     """Every job SLURM ran has the hub's offline switches set (rules/common.smk); its log says so first."""
-    root = cluster_run.root
-    logs = sorted((root / "results" / "logs").rglob("*.log"))
+    logs = written_by(cluster_run, "logs/**/*.log")
     assert len(logs) > 20
     for log in logs:
-        first = log.read_text().splitlines()[:1]
+        first = (cluster_run.root / log).read_text().splitlines()[:1]
         assert first == ["hub: HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1"], (log, first)
 
 
@@ -441,11 +457,13 @@ def test_gpu_rules_ran_in_the_gpu_partition_with_a_gpu(cluster_run):
             assert job["Partition"] == "cpu", job["line"]
             assert not gpu_allocated(job) and "gres:gpu" not in job["line"], job["line"]
         assert job["JobState"] in ("COMPLETED", "CANCELLED", "NODE_FAIL", "FAILED"), job["line"]
-    # every GPU rule of the tiny configuration ran, and every rule that ran is accounted for
+    # every GPU rule that Snakemake ran was a SLURM job: those that read REMADE_MODEL (not the aligners between the
+    # untuned models, routed alike: test_snakemake_loads_the_profile_and_assigns_partitions)
     expected = {rule for rule in gpu_rules() if re.search(rf"^\s*(?:local)?rule {rule}:", output, re.M)}
-    assert {"extract_activations", "finetune_model", "truncation", "skip"} <= expected <= set(ran)
-    assert {"compare_pair", "pair_heatmap", "aggregate_pairs"} <= set(ran)
-    assert {"pairs", "summary", "gpu"} <= groups
+    assert {"extract_activations", "finetune_model", "truncation", "skip", "layer_injection", "stitch"} <= expected
+    assert expected <= set(ran)
+    assert {"model_terms", "compare_pair", "pair_heatmap", "layer_views", "aggregate_pairs"} <= set(ran)
+    assert {"terms", "pairs", "align", "summary", "gpu"} <= groups
     # the pairwise jobs were batched: fewer submissions than pairs
     pair_jobs = {job for job in ran["compare_pair"]}
     assert len(pair_jobs) < output.count("rule compare_pair:")
@@ -460,8 +478,8 @@ def test_cancelled_job_was_retried_without_corrupt_output(cluster_run, workflow)
                and job["Comment"] == jobs[cancelled]["Comment"] and job["JobState"] == "COMPLETED"]
     assert retried, "the cancelled job was not submitted again"
     assert "Trying to restart job" in output
-    store = open_store(root / "results" / "activations" / "tiny" / "minilm.zarr")
-    reference = open_store(workflow / "results" / "activations" / "tiny" / "minilm.zarr")
+    store = open_store(root / "results" / "activations" / "tiny" / f"{REMADE_MODEL}.zarr")
+    reference = open_store(workflow / "results" / "activations" / "tiny" / f"{REMADE_MODEL}.zarr")
     assert store.attrs["n_examples"] == reference.attrs["n_examples"]
     np.testing.assert_allclose(store["pooled/mean"][:], reference["pooled/mean"][:], rtol=1e-4, atol=1e-4)
     # the interrupted attempt left nothing that could pass for an output
@@ -487,14 +505,14 @@ def memory_request_mb(job: dict) -> int:
 
 @pytest.mark.cluster
 def test_jobs_short_of_memory_were_retried_with_their_larger_request(cluster_run):
-    """Every first attempt of SHORT_OF_MEMORY_RULE asked 100 MB and was killed by SLURM for using more; its retry asked
+    """The first attempt of SHORT_OF_MEMORY_RULE asked 100 MB and was killed by SLURM for using more; its retry asked
     the larger amount and completed. No other job exceeded its memory request: the rules' estimates hold."""
     jobs = slurm_jobs(cluster_run.run_id)
     attempts: dict[str, list[dict]] = {}
     for job in jobs:
         if SHORT_OF_MEMORY_RULE in job_rules(job["Comment"])[1]:
             attempts.setdefault(job["Comment"], []).append(job)
-    assert len(attempts) >= 3, attempts.keys()  # one per model of the tiny configuration
+    assert len(attempts) == 1, attempts.keys()  # the remade seed's
     for comment, tries in attempts.items():
         first, last = tries[0], tries[-1]
         assert memory_request_mb(first) == 100 and first["JobState"] in ("FAILED", "OUT_OF_MEMORY"), first["line"]
@@ -521,20 +539,25 @@ def compare_tables(path_a: Path, path_b: Path) -> None:
 
 @pytest.mark.cluster
 def test_outputs_equal_a_local_run(cluster_run, workflow):
+    """The tables and store the cluster run remade equal the local run's: the remade seed's pair tables (with each
+    model, and its views' CLS-token pairs), fine-tuning tables and store."""
     root = cluster_run.root
-    compared = [p.relative_to(workflow) for pattern in ("pairs/**/*.parquet", "finetune/*/*.parquet")
-                for p in (workflow / "results").glob(pattern)]
-    assert {"truncation.parquet", "skip.parquet"} <= {p.name for p in compared} and len(compared) >= 3
+    compared = [p for pattern in ("pairs/**/*.parquet", "finetune/*/*.parquet") for p in written_by(cluster_run, pattern)]
+    pair_tables = {p for p in compared if p.parts[1:3] == ("pairs", "mean")
+                   and not p.name.endswith(".resamples.parquet")}
+    assert len(pair_tables) == 5  # of 15: the seed with each model
+    assert {f"finetune/{REMADE_MODEL}/{name}.parquet" for name in ("truncation", "skip", "layer_views")} <= {
+        "/".join(p.parts[-3:]) for p in compared}
     for table in compared:
         compare_tables(root / table, workflow / table)
-    stores = [p.relative_to(workflow) for p in (workflow / "results" / "activations").glob("*/*.zarr")]
-    assert len(stores) >= 2
+    stores = written_by(cluster_run, "activations/*/*.zarr")
+    assert [p.name for p in stores] == [f"{REMADE_MODEL}.zarr"]
     for path in stores:
         store, reference = open_store(root / path), open_store(workflow / path)
         assert store.attrs["device"] == reference.attrs["device"] == "cpu"  # the fake GPU is no CUDA device
         for name in ("pooled/mean", "pooled/cls", "tokens/hidden"):  # float32 activations of O(1)
             np.testing.assert_allclose(store[name][:], reference[name][:], rtol=1e-4, atol=1e-4, err_msg=str(path))
-    meta = json.loads((root / "results" / "models" / "tiny-ft-s1" / "meta.json").read_text())
+    meta = json.loads((root / "results" / "models" / REMADE_MODEL / "meta.json").read_text())
     assert meta["device"] == "cpu"
     assert (root / "results" / "report" / "index.html").stat().st_size > 10_000
 

@@ -20,10 +20,14 @@ EXAMPLE = REPO / "config" / "examples" / "cross-tokenizer.yaml"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """The example with 40 sentences per split, every word of the test split and fewer draws."""
+    """The example with 40 sentences per split, every word of the test split and fewer draws; of the pair jobs
+    (sentence and word level) those of MiniLM with the BPE GPT-2 and with itself, and no grounding tests (the shared
+    tiny run has both, at full extent: this run is about words, tokens and attention across tokenizers)."""
     root = copy_workflow(tmp_path_factory.mktemp("cross-tokenizer"))
     config = yaml.safe_load(EXAMPLE.read_text())
     config["extraction"].update(max_examples=40, batch_size=16)
+    config["similarity"]["pairs"] = [["gpt2-bpe-s0", "minilm"], ["minilm", "minilm"]]
+    config["grounding"] = {"enabled": False}
     config["similarity"]["word"].update(max_words=None)
     config["similarity"]["chance"] = {"permutations": 19, "seed": 0}
     config["similarity"]["intervals"] = {"resamples": 20, "confidence": 0.95, "seed": 0}

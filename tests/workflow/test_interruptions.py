@@ -2,6 +2,10 @@
 (SIGKILL, Snakemake and every job with it) at any stage resumes with `--unlock` and the same command
 to tables equal to an uninterrupted run's, with no temporary left behind; a second Snakemake on
 the same directory is refused by the first one's lock.
+
+The killed run starts from a copy of the shared run without a fine-tuned seed and what depends on it
+(conftest.rerun_copy): it remakes about half of the DAG, with jobs of every kind of output (a model directory,
+stores, tables, figures, the report's pages).
 """
 
 from __future__ import annotations
@@ -19,18 +23,19 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from conftest import TINY, copy_workflow, planned_jobs, snakemake
+from conftest import TINY, copy_workflow, planned_jobs, rerun_copy, snakemake
 
 pytestmark = pytest.mark.workflow
 
 # Rule -> (its script, seconds into the job), roughly in DAG order: the run is killed that long after
 # a job of the rule has started, resumed and killed at the next rule, and so on. Jobs of independent
 # rules run side by side, so a rule may be finished before its turn (the report takes half a second);
-# it is then passed over, and most must still be hit.
-KILL_POINTS = {"prepare_dataset": ("prepare_dataset", 0.3), "materialize_model": ("materialize_model", 1.0),
-               "finetune_model": ("finetune_model", 1.0), "extract_activations": ("extract_activations", 1.5),
-               "align_layers": ("align_layers", 1.5), "compare_pair": ("compare_pair", 1.5),
-               "report": ("build_report", 0.1)}
+# it is then passed over, and most must still be hit. Every kind of output is among them: a model directory (as
+# datasets and materialised models are written: reprsim.io.outputs.atomic_directory), a store, the tables of
+# fine-tuning, pair, aligner and stitching jobs, the report's pages.
+KILL_POINTS = {"finetune_model": ("finetune_model", 1.0), "extract_activations": ("extract_activations", 1.5),
+               "truncation": ("truncation", 1.5), "layer_injection": ("layer_injection", 1.5),
+               "compare_pair": ("compare_pair", 1.5), "stitch": ("stitch", 1.5), "report": ("build_report", 0.1)}
 
 
 def test_a_moved_checkout_has_nothing_to_do(workflow, tmp_path):
@@ -144,19 +149,21 @@ def test_a_second_snakemake_on_the_same_directory_is_refused(tmp_path):
 
 
 def test_killed_runs_resume_to_the_uninterrupted_tables(workflow, tmp_path):
-    root = copy_workflow(tmp_path / "killed")
-    shutil.copy(TINY, root / "tiny.yaml")
+    root = rerun_copy(workflow, tmp_path / "killed")
+    planned = _planned(root)
+    assert set(KILL_POINTS) <= set(planned)  # each kill point has jobs to hit
     killed = []
     for rule, (script, delay) in KILL_POINTS.items():
-        if not _planned(root).get(rule):
+        if not planned.get(rule):
             continue
         shutil.rmtree(root / ".snakemake" / "scripts", ignore_errors=True)  # a killed job's script stays
         mid_job = _kill_when_running(root, _start(root), script, delay)
         snakemake(root, "--unlock", "--configfile", "tiny.yaml")
+        planned = _planned(root)
         if mid_job:
             killed.append(rule)
             # the killed job's half-written outputs are never taken as finished
-            assert _planned(root).get(rule), f"killed during {rule}, yet the dry run plans no {rule} job"
+            assert planned.get(rule), f"killed during {rule}, yet the dry run plans no {rule} job"
     assert len(killed) >= 4, killed
     assert _start(root).wait() == 0, (root / "run.log").read_text()[-4000:]
     assert _planned(root) == {}

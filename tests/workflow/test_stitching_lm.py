@@ -1,6 +1,8 @@
-"""config/examples/stitching-lm.yaml end to end, offline and shrunk: four small GPT-2 LMs pretrained on the
-SST-2 sample's text (gelu and relu, two seeds each, one shared BPE), stitched into each other both ways and
-into themselves, with the asymmetry between the two kinds judged in the findings."""
+"""config/examples/stitching-lm.yaml end to end, offline and shrunk: small GPT-2 LMs pretrained on the SST-2
+sample's text (one gelu and one relu of the example's four, one shared BPE that the first learns and the other
+borrows), stitched into each other both ways and into themselves, with the asymmetry between the two kinds judged
+in the findings. (The example's seeds add more of the same jobs; that seeds of one kind make one kind is checked
+on the example's own specs in tests/stage/test_findings.py.)"""
 
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ from conftest import REPO, copy_workflow, snakemake
 
 pytestmark = pytest.mark.workflow
 EXAMPLE = REPO / "config" / "examples" / "stitching-lm.yaml"
-MODELS = ["gpt-gelu-s0", "gpt-gelu-s1", "gpt-relu-s0", "gpt-relu-s1"]
+MODELS = ["gpt-gelu-s0", "gpt-relu-s0"]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """The example with 2-block, 32-wide models trained for 60 steps, 20-step maps and fewer draws."""
+    """The example's first seed of each kind, 2-block, 32-wide and trained for 60 steps, 20-step maps, fewer draws,
+    no grounding tests (they need more models, and the shared tiny run has them)."""
     root = copy_workflow(tmp_path_factory.mktemp("stitching-lm"))
     config = yaml.safe_load(EXAMPLE.read_text())
+    config["models"] = {name: config["models"][name] for name in MODELS}
+    config["grounding"] = {"enabled": False}
     for spec in config["models"].values():
         spec.update(config={"n_embd": 32, "n_layer": 2, "n_head": 2}, context=32, steps=60)
     config["models"]["gpt-gelu-s0"]["tokenizer"]["train"]["vocab_size"] = 500
@@ -49,6 +54,5 @@ def test_the_asymmetry_between_activations_is_judged(run):
     assert "activation=gelu" in row["models"] and "activation=relu" in row["models"]
     page = (run / "results" / "report" / "stitching.html").read_text()
     assert "Asymmetry" in page and "gpt-gelu-s0" in page
-    for pair in (("gpt-gelu-s0", "gpt-relu-s1"), ("gpt-gelu-s1", "gpt-relu-s0")):
-        figure = run / "results" / "figures" / "stitching" / "sst2" / f"{pair[0]}__{pair[1]}.png"
-        assert figure.read_bytes()[:4] == b"\x89PNG"
+    figure = run / "results" / "figures" / "stitching" / "sst2" / "gpt-gelu-s0__gpt-relu-s0.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG"
