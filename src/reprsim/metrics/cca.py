@@ -358,6 +358,8 @@ def canonical_draws(kind: str, params: dict, n: int, dims_x: list[int], dims_y: 
                 for pair, squared in zip(members, (rho[:G] ** 2).mean(dim=-1).tolist()):
                     details[pair] = {"mean_rho_squared": squared}
             continue
+        # the rotations from the SVD: an eigenvector route would halve its cost, but where correlations cluster it
+        # picks other, equally valid rotations, and PWCCA's weights then move by up to 1e-7
         A, rho, Bt = torch.linalg.svd(_solver(blocks), full_matrices=False)
         rho = rho.clamp(0.0, 1.0).to(device).view(B, G, -1)
         A, Bt = A.to(device), Bt.to(device)
@@ -380,20 +382,6 @@ def canonical_from_gram(gram: torch.Tensor) -> torch.Tensor:
     blocks (c = min(k_x, k_y)): the square roots of their symmetric eigenvalues (about two thirds of an SVD's cost
     on these small matrices; they agree with the singular values to about 1e-13)."""
     return torch.linalg.eigvalsh(gram).flip(-1).clamp_min(0.0).sqrt().clamp(0.0, 1.0)
-
-
-def canonical_batch(blocks: torch.Tensor, rotations: bool = False):
-    """Canonical correlations ρ (G, c), descending and clipped to [0, 1], of a batch of Qxᵀ Qy blocks (G, k_x, k_y),
-    c = min(k_x, k_y); with `rotations`, also A (G, k_x, c) and Bᵀ (G, c, k_y) with block = A diag(ρ) Bᵀ.
-
-    The correlations alone come from :func:`canonical_from_gram`; the rotations from the SVD (an eigenvector route
-    would halve its cost, but where correlations cluster it picks other, equally valid rotations, and PWCCA's
-    weights then move by up to 1e-7)."""
-    if rotations:
-        A, rho, Bt = torch.linalg.svd(blocks, full_matrices=False)
-        return rho.clamp(0.0, 1.0), A, Bt
-    M = blocks.mT if blocks.shape[1] > blocks.shape[2] else blocks  # the Gram below is c × c
-    return canonical_from_gram(M @ M.mT)
 
 
 def _pwcca_weighted(rotations: torch.Tensor, rho: torch.Tensor, projections: list[torch.Tensor],
