@@ -72,6 +72,7 @@ import torch
 import yaml
 
 from reprsim.io.device import describe
+from reprsim.workflow.checkout import copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -79,7 +80,6 @@ SAMPLES = REPO / "src" / "reprsim" / "stages" / "data" / "samples"
 PACKED_MINILM = REPO / "benchmarks" / ".minilm-float16"  # --pack-minilm's copy (ignored by git)
 REFERENCE = REPO / "benchmarks" / "gpu_check_findings_cpu.json"
 FINDING_KEY = ["claim_id", "representation", "models"]
-WORKFLOW_FILES = ("Snakefile", "rules", "scripts", "config", "envs", "src", "profiles")
 PAIR_TOLERANCE = 1e-6       # absolute, float64 on both devices
 LOSS_TOLERANCE = 1e-3       # relative, float32 training on both devices
 ACCURACY_ROWS = 2           # stitched accuracy: predictions that may flip on near-ties
@@ -424,15 +424,7 @@ def compare_findings(findings: pd.DataFrame, reference: dict) -> dict:
 def step_workflow(check: Check) -> dict:
     import utilisation
 
-    root = check.work / "workflow"
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        target = root / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            root.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
+    root = copy_workflow(REPO, check.work / "workflow")
     (root / "gpu-check.yaml").write_text(yaml.safe_dump(workflow_config(check), sort_keys=False))
     cores = os.cpu_count() or 1
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory", str(root),

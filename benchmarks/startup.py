@@ -38,6 +38,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from reprsim.workflow.checkout import copy_workflow
+
 REPO = Path(__file__).resolve().parents[1]
 # what Snakemake's script preamble imports before the script runs (snakemake.script.PythonScript)
 PREAMBLE = "import pickle\nfrom snakemake.logging import logger\nfrom snakemake.iocontainers import Snakemake\n"
@@ -155,12 +157,7 @@ AUDIT_HOOK = textwrap.dedent('''
 
 def audit_tiny_run(workdir: Path) -> dict[str, set[str]]:
     """Rule -> packages imported at start-up that no job of the rule called, from a hooked run of the tiny config."""
-    for name in ("Snakefile", "rules", "scripts", "config", "envs", "src", "profiles"):
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, workdir / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, workdir / name)
+    copy_workflow(REPO, workdir)
     shutil.copy(REPO / "tests" / "config" / "tiny.yaml", workdir / "tiny.yaml")
     hook_dir, records = workdir / "audit-hook", workdir / "audit"
     hook_dir.mkdir()

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from reprsim.workflow import checkout
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "config" / "tiny.yaml"
 SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
-WORKFLOW_FILES = ("Snakefile", "rules", "scripts", "config", "envs", "src", "profiles")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -63,15 +64,7 @@ def planned_outputs(output: str) -> set[str]:
 
 def copy_workflow(destination: Path) -> Path:
     """A private copy of the workflow, so tests may edit code and config freely."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        target = destination / name
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, target)
-    return destination
+    return checkout.copy_workflow(REPO, destination)
 
 
 # What the runs that start from the shared one remake (the cluster tier's faulted run, the run killed and resumed):
