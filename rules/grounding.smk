@@ -10,25 +10,49 @@ GROUNDING_SPLIT = config["similarity"]["split"]
 GROUNDING_REPRESENTATION = GROUNDING["representation"] or next(
     (r for r in config["similarity"]["representations"] if r in ("mean", "cls", "last")), "mean")
 GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabled"] else []
+# null: the pair jobs' half-samples, whose first ones the tests' are, so they read the pair jobs' values
+GROUNDING_RESAMPLES = GROUNDING["resamples"] or config["similarity"]["intervals"]["resamples"]
 # the deletion test's probe trains on the train rows: without them extracted it is left out (the report says so)
 GROUNDING_TESTS = [t for t in GROUNDING["tests"] if t != "deletion" or "train" in config["extraction"]["splits"]]
-# the models fine-tuned on the grounding dataset: their outputs on its rows are the prediction test's side, which
-# correlates over their pairs and needs three models (three pairs); with fewer no job reads their outputs
-PREDICTED = [m for m in FINETUNED if config["models"][m]["dataset"] == GROUNDING_DATASET]
-PREDICTED = PREDICTED if GROUNDED and "prediction" in GROUNDING_TESTS and len(PREDICTED) >= 3 else []
+# the trained models (random initialisations left out, as ReSi's seed models): monotonicity, Ding's layer and
+# specificity tests compare their layers with their own and their seed siblings'
+MONOTONIC = GROUNDING["monotonicity_models"] or [m for m in MODELS if config["models"][m]["source"] != "init"]
+# the prediction test correlates over the seed siblings of one recipe fine-tuned on the grounding dataset (the largest
+# family, or grounding.prediction.models) and, descriptive, over all of them; it needs three models (three pairs)
+TUNED_HERE = [m for m in FINETUNED if config["models"][m]["dataset"] == GROUNDING_DATASET]
+
+
+def _largest_family(models):
+    families = {}
+    for model in models:
+        families.setdefault(recipe(config["models"][model]), []).append(model)
+    return max(families.values(), key=len, default=[])
+
+
+PREDICTION_FAMILY = GROUNDING["prediction"]["models"] or _largest_family(TUNED_HERE)
+PREDICTED = (TUNED_HERE if GROUNDING["prediction"]["all_recipes"] else PREDICTION_FAMILY) \
+    if GROUNDED and "prediction" in GROUNDING_TESTS else []
+PREDICTED = PREDICTED if len(PREDICTED) >= 3 else []
 # the models fine-tuned with a shortcut are compared on grounding.shortcut_dataset (ReSi's test 4)
 SHORTCUT_MODELS = [m for m in FINETUNED if config["models"][m].get("shortcut")] if SHORTCUT_DATASET else []
+DELETED = ((GROUNDING["deletion"]["models"] or [m for m in MODELS if config["models"][m]["source"] != "init"])
+           if "deletion" in GROUNDING_TESTS else []) if GROUNDED else []
+# the deletion test checks each fine-tuned model's undeleted probe against its own head: their outputs too
+PREDICTED = list(dict.fromkeys(PREDICTED + [m for m in DELETED if m in TUNED_HERE]))
+# a probe job per model: every layer at k = 0 (Ding's layer test) and the deleted versions of the deletion models
+PROBED = list(dict.fromkeys(DELETED + (MONOTONIC if GROUNDED and "layer" in GROUNDING_TESTS else [])))
 
 
 def grounding_setup():
     """What reprsim.stages.grounding.measure_tests.Setup takes besides paths: as params, so a change reruns."""
     return {"representation": GROUNDING_REPRESENTATION, "split": GROUNDING_SPLIT, "train_split": "train",
-            "tests": GROUNDING_TESTS, "resamples": GROUNDING["resamples"],
+            "tests": GROUNDING_TESTS, "resamples": GROUNDING_RESAMPLES,
             "confidence": config["similarity"]["intervals"]["confidence"],
             "seed": config["similarity"]["intervals"]["seed"],
-            "monotonicity_models": GROUNDING["monotonicity_models"],
-            "deletion_models": GROUNDING["deletion"]["models"], "deletion_layers": GROUNDING["deletion"]["layers"],
-            "probe": {"weight_decay": GROUNDING["deletion"]["weight_decay"]},
+            "monotonicity_models": MONOTONIC, "deletion_models": DELETED,
+            "deletion_layers": GROUNDING["deletion"]["layers"], "probe_gap": GROUNDING["deletion"]["probe_gap"],
+            "prediction_models": GROUNDING["prediction"]["models"], "all_recipes": GROUNDING["prediction"]["all_recipes"],
+            "min_items": GROUNDING["min_items"], "null_draws": GROUNDING["null_draws"],
             "specs": {m: config["models"][m] for m in MODELS}}
 
 
@@ -42,7 +66,7 @@ def reads_pair_tables(label):
     spec = config["measures"][label]
     return (computed is not None and computed["measure"] == spec["measure"]
             and (computed.get("params") or {}) == (spec.get("params") or {})
-            and computed["resamples"] >= GROUNDING["resamples"])
+            and computed["resamples"] >= GROUNDING_RESAMPLES)
 
 
 def compared_pairs(representation, dataset):
@@ -62,9 +86,8 @@ def grounding_pairs(label, shortcut=False):
     read = set()
     if shortcut and "groups" in GROUNDING_TESTS:
         read |= set(combinations(SHORTCUT_MODELS, 2))
-    if not shortcut and "monotonicity" in GROUNDING_TESTS:
-        monotonic = GROUNDING["monotonicity_models"] or MODELS
-        read |= {(m, m) for m in monotonic} | {tuple(sorted((a, b))) for a, b in combinations(monotonic, 2)
+    if not shortcut and {"monotonicity", "layer", "specificity"} & set(GROUNDING_TESTS):
+        read |= {(m, m) for m in MONOTONIC} | {tuple(sorted((a, b))) for a, b in combinations(MONOTONIC, 2)
                                                if recipe(config["models"][a]) == recipe(config["models"][b])}
     if not shortcut and {"prediction", "groups", "seeds"} & set(GROUNDING_TESTS):
         read |= set(combinations(MODELS, 2))
@@ -103,9 +126,6 @@ rule model_predictions:
         "../scripts/model_predictions.py"
 
 
-DELETED = ((GROUNDING["deletion"]["models"] or MODELS) if "deletion" in GROUNDING_TESTS else []) if GROUNDED else []
-
-
 rule deletion_probes:
     input:
         store=store(GROUNDING_DATASET, "{model}"),
@@ -117,9 +137,10 @@ rule deletion_probes:
         paths.log(paths.DELETION_PROBES),
     params:
         setup=canonical({key: value for key, value in grounding_setup().items()  # what the probes depend on
-                         if key in ("representation", "split", "train_split", "deletion_layers", "probe", "seed")}),
+                         if key in ("representation", "split", "train_split", "deletion_layers", "seed")}),
+        deleted=lambda wildcards: wildcards.model in DELETED,  # else every layer at k = 0 alone (Ding's layer test)
     wildcard_constraints:
-        model=_one_of(DELETED),
+        model=_one_of(PROBED),
     threads: 1
     conda:
         "../envs/compare.yaml"
@@ -132,7 +153,7 @@ rule measure_tests:
         stores=[store(GROUNDING_DATASET, m) for m in MODELS],
         shortcut_stores=[store(SHORTCUT_DATASET, m) for m in SHORTCUT_MODELS],
         predictions=[paths.PREDICTIONS.format(dataset=GROUNDING_DATASET, model=m) for m in PREDICTED],
-        probes=[paths.DELETION_PROBES.format(dataset=GROUNDING_DATASET, model=m) for m in DELETED],
+        probes=[paths.DELETION_PROBES.format(dataset=GROUNDING_DATASET, model=m) for m in PROBED],
         pair_tables=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_TABLE),
         pair_resamples=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_RESAMPLES),
         shortcut_pair_tables=lambda wildcards: grounding_tables(wildcards.label, paths.PAIR_TABLE, shortcut=True),
@@ -150,7 +171,7 @@ rule measure_tests:
         models=MODELS,
         shortcut_models=SHORTCUT_MODELS,
         predicted=PREDICTED,
-        deleted=DELETED,
+        probed=PROBED,
         pairs=lambda wildcards: grounding_pairs(wildcards.label),
         shortcut_pairs=lambda wildcards: grounding_pairs(wildcards.label, shortcut=True),
     wildcard_constraints:

@@ -1,4 +1,5 @@
-"""Snakemake entry point: the deletion test's linear probes of one model, once for every measure (rules/grounding.smk)."""
+"""Snakemake entry point: the deletion and layer tests' linear probes of one model, once for every measure
+(rules/grounding.smk)."""
 import json
 
 import torch
@@ -13,7 +14,7 @@ with tee_to_log(snakemake.log[0]):
     model = snakemake.wildcards.model
     setup = Setup(stores={model: snakemake.input.store}, specs={}, dataset_dir=snakemake.input.dataset,
                   **json.loads(snakemake.params.setup))
-    table = probe_table(setup, model)
+    table = probe_table(setup, model, deleted=bool(snakemake.params.deleted))
     accuracy = table.groupby(["layer", "k"])["correct"].mean()
     print(f"{model}: probe accuracy per layer and deleted components\n{accuracy.to_string()}", flush=True)
     write_parquet(snakemake.output.table, table)

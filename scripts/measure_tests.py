@@ -21,11 +21,12 @@ with tee_to_log(snakemake.log[0]):
     setup = Setup(stores=dict(zip(params.models, inputs.stores)),
                   shortcut_stores=dict(zip(params.shortcut_models, inputs.shortcut_stores)),
                   predictions=dict(zip(params.predicted, inputs.predictions)),
-                  probes=dict(zip(params.deleted, inputs.probes)),
+                  probes=dict(zip(params.probed, inputs.probes)),
                   pair_tables=pair_tables(params.pairs, inputs.pair_tables, inputs.pair_resamples),
                   shortcut_pair_tables=pair_tables(params.shortcut_pairs, inputs.shortcut_pair_tables,
                                                    inputs.shortcut_pair_resamples),
                   dataset_dir=inputs.dataset, **settings)
     table = measure_tests(snakemake.wildcards.label, json.loads(params.spec), setup)
-    print(table[["test", "variant", "score", "ci_low", "ci_high", "chance"]].to_string(index=False), flush=True)
+    print(table[["test", "variant", "score", "ci_low", "ci_high", "chance", "n_items", "p_value", "decision"]]
+          .to_string(index=False), flush=True)
     write_parquet(snakemake.output.table, table)

@@ -271,7 +271,8 @@ def _grounding_errors(config: dict, datasets: dict, models: dict) -> Iterator[st
         yield (f"key 'grounding.shortcut_dataset' is {name!r}, which is not a dataset of this config; "
                f"defined datasets: {', '.join(sorted(datasets))}")
     for key, names in (("monotonicity_models", grounding.get("monotonicity_models")),
-                       ("deletion.models", (grounding.get("deletion") or {}).get("models"))):
+                       ("deletion.models", (grounding.get("deletion") or {}).get("models")),
+                       ("prediction.models", (grounding.get("prediction") or {}).get("models"))):
         for name in names or []:
             if name not in models:
                 yield (f"key 'grounding.{key}' names {name!r}, which is not a model in this config; "

@@ -17,7 +17,7 @@ from reprsim.stages.extract.activations import extract_activations
 from reprsim.stages.finetune.training import finetune_model
 from reprsim.stages.grounding import pair_tables as pair_tables_module
 from reprsim.stages.grounding.measure_tests import COLUMNS, measure_tests
-from reprsim.stages.grounding.probes import layers
+from reprsim.stages.grounding.probes import layers, probe_table
 from reprsim.stages.grounding.scores import ranked
 from reprsim.stages.grounding.setup import Setup
 from reprsim.io.datasets import load_split, read_meta
@@ -38,7 +38,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def grounded(tiny_models, tiny_dataset, root):
-    specs = {f"std-s{s}": {**SPEC, "seed": s} for s in (1, 2)}
+    specs = {f"std-s{s}": {**SPEC, "seed": s} for s in (1, 2, 3)}  # three seeds: the prediction test's family
     specs.update({f"noise-s{s}": {**SPEC, "seed": s, "label_noise": NOISE} for s in (1, 2)})
     stores, predictions = {}, {}
     for name, spec in specs.items():
@@ -51,8 +51,14 @@ def grounded(tiny_models, tiny_dataset, root):
         predictions[name] = root / f"{name}.predictions.parquet"
         model_predictions(root / name, tiny_dataset, "test", None, 16, torch.device("cpu")).to_parquet(
             predictions[name])
-    return Setup(stores=stores, specs=specs, dataset_dir=tiny_dataset, predictions=predictions, resamples=8,
-                 deletion_models=["std-s1"])
+    setup = Setup(stores=stores, specs=specs, dataset_dir=tiny_dataset, predictions=predictions, resamples=8,
+                  deletion_models=["std-s1"])
+    # rule deletion_probes: every layer at k = 0 (Ding's layer test), the deleted versions of the deletion model's
+    probes = {}
+    for name in ("std-s1", "std-s2", "std-s3"):
+        probes[name] = root / f"{name}.probes.parquet"
+        probe_table(setup, name, deleted=name in setup.deletion_models).to_parquet(probes[name])
+    return dataclasses.replace(setup, probes=probes)
 
 
 def head_rows(model_dir, store, tiny_dataset, frame, max_length=24):
@@ -100,30 +106,57 @@ def test_predictions_hold_every_output_of_a_grown_head(grounded):
     assert len(table) == len(pd.read_parquet(grounded.predictions["std-s1"]))
 
 
+TESTED = {("monotonicity", "spearman"), ("monotonicity", "conformity"), ("deletion", "spearman"),
+          ("layer", "spearman"), ("prediction", "accuracy"), ("prediction", "disagreement"), ("prediction", "jsd"),
+          ("prediction", "all recipes: accuracy"), ("prediction", "all recipes: disagreement"),
+          ("prediction", "all recipes: jsd"), ("groups:label_noise", "auprc"), ("groups:label_noise", "d_prime"),
+          ("seeds", "auprc"), ("seeds", "d_prime"), ("specificity", "same_depth")}
+DECISIONS = {"pass", "fail", "too few items", "cannot rank", "descriptive", "undefined"}
+
+
 @pytest.mark.parametrize("label, spec", [("linear_cka", {"measure": "cka", "params": {"kernel": "linear"}}),
                                          ("procrustes", {"measure": "procrustes"})])
 def test_every_test_scores_with_an_interval(grounded, label, spec):
     table = measure_tests(label, spec, grounded, progress=lambda message: None)
     assert list(table.columns) == COLUMNS
-    found = set(zip(table["test"], table["variant"]))
-    assert found == {("monotonicity", "spearman"), ("monotonicity", "conformity"), ("deletion", "spearman"),
-                     ("prediction", "accuracy"), ("prediction", "disagreement"), ("prediction", "jsd"),
-                     ("groups:label_noise", "auprc"), ("groups:label_noise", "d_prime"),
-                     ("seeds", "auprc"), ("seeds", "d_prime")}
+    assert set(zip(table["test"], table["variant"])) == TESTED
     scored = table.dropna(subset=["score"])
     assert (scored["ci_low"] <= scored["score"] + 1e-12).all() and (scored["score"] <= scored["ci_high"] + 1e-12).all()
     assert scored[["ci_low", "ci_high"]].notna().all().all()  # no score without an interval
     groups = table[table["test"] == "groups:label_noise"].iloc[0]
-    assert json.loads(groups["detail"])["groups"] == ["0.0", "0.0", "1.0", "1.0"]
-    # the label-noise group test's chance is a random ranking's AUPRC over 2 groups of 2: above the share 1/5
-    assert groups["chance"] > json.loads(groups["detail"])["positive_share"] == pytest.approx(1 / 5)
+    assert json.loads(groups["detail"])["groups"] == ["0.0", "0.0", "0.0", "1.0", "1.0"]
+    # the label-noise group test's chance is a random ranking's AUPRC (the mean of its null): above the share
+    assert groups["chance"] == pytest.approx(groups["null_mean"])
+    assert groups["chance"] > json.loads(groups["detail"])["positive_share"] > 0
+    # every row decided; a pass needs the item-level p and the interval; descriptive and undecided rows never pass
+    assert set(table["decision"]) <= DECISIONS and (table["passes"] == (table["decision"] == "pass")).all()
+    passed = table[table["passes"]]
+    assert (passed["p_value"] <= 0.05).all() and (passed["ci_low"] > passed["chance"]).all()
+    descriptive = table[table["variant"].str.endswith("d_prime") | table["variant"].str.startswith("all recipes: ")]
+    assert (descriptive["decision"] == "descriptive").all() and (descriptive["null"] == "").all()
+    # prediction over the three standard seeds (the largest family): 3 pairs, every one of the 3! pairings as its
+    # null, too few items to rank; over every recipe it is descriptive
+    prediction = table[(table["test"] == "prediction") & ~table["variant"].str.startswith("all recipes: ")]
+    assert [json.loads(d)["models"] for d in prediction["detail"]] == [["std-s1", "std-s2", "std-s3"]] * 3
+    assert (prediction["null"] == "outputs permuted over the models").all() and prediction["null_exact"].all()
+    assert (prediction["null_draws"] <= 6).all() and (prediction["decision"] == "too few items").all()
+    everyone = table[table["variant"].str.startswith("all recipes: ")]
+    assert [len(json.loads(d)["models"]) for d in everyone["detail"]] == [5] * 3
+    # the deletion test checked the deletion model's last layer; it ranks only where the probe falls
+    deletion = table[table["test"] == "deletion"].iloc[0]
+    checked = json.loads(deletion["detail"])["checked"]
+    assert [(cell["models"], cell["used"]) for cell in checked] == [(["std-s1"], cell["used"]) for cell in checked]
+    assert (deletion["decision"] == "cannot rank") == (not any(cell["used"] for cell in checked))
+    assert set(checked[0]["probe"]["std-s1"]) >= {"accuracy", "change", "drop", "drop_se", "falls", "head_accuracy"}
 
 
 def test_ranks_are_per_test_best_first(grounded):
     tables = [measure_tests(label, spec, grounded, progress=lambda message: None)
               for label, spec in (("linear_cka", {"measure": "cka"}), ("procrustes", {"measure": "procrustes"}))]
     table = ranked(pd.concat(tables, ignore_index=True))
-    for _, rows in table.groupby(["test", "variant"]):
+    decided = table["decision"].isin(["pass", "fail"])
+    assert decided.any() and table.loc[~decided, "rank"].isna().all()  # descriptive, too few, cannot rank: no rank
+    for _, rows in table[decided].groupby(["test", "variant"]):
         best = rows.loc[rows["score"].idxmax()] if rows["score"].notna().any() else None
         if best is not None:
             assert best["rank"] == 1
@@ -159,7 +192,7 @@ def test_the_values_read_from_the_pair_tables_equal_the_computed_ones(grounded, 
     direction of an asymmetric measure."""
     spec = PAIR_MEASURES[label]
     computed = measure_tests(label, spec, grounded, progress=lambda message: None)
-    assert len(computed) == 10
+    assert set(zip(computed["test"], computed["variant"])) == TESTED
     for tables in (pair_tables, {pair: files for pair, files in pair_tables.items() if "std-s1" in pair}):
         read = measure_tests(label, spec, dataclasses.replace(grounded, pair_tables=tables),
                              progress=lambda message: None)

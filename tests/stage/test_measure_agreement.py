@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from reprsim.stages.findings.agreement import measure_agreement, oriented, rank_agreement
-from reprsim.stages.findings.by_measure import findings_by_measure, summary, with_summary
+from reprsim.stages.findings.by_measure import failed_grounding, findings_by_measure, summary, with_summary
 from reprsim.stages.findings.claims import findings
 from reprsim.stages.findings.context import Setup, Tables
 
@@ -215,6 +215,22 @@ def test_a_whole_family_is_named_as_one_and_grounding_failures_are_marked():
     sentences = summary(by_measure, measures).set_index("claim_id")["across_measures"]
     assert sentences["adjacent_layers"] == ("supported under every CKA measure (cka_a, cka_b); contradicted under "
                                             "flat (failed a grounding test here: flat)")
+
+
+def test_a_grounding_failure_is_a_failed_decision_not_an_interval_at_chance():
+    """Only decision "fail" fails a measure: a descriptive row, a test with too few items or one that cannot rank
+    says nothing against it, whatever its interval; a pass needs the item-level null too."""
+    rows = [("cka_a", "monotonicity", "spearman", 0.8, True, "fail"),  # interval above chance, null not cleared
+            ("cka_a", "seeds", "d_prime", -0.5, False, "descriptive"),
+            ("cka_a", "prediction", "accuracy", -0.2, False, "too few items"),
+            ("cka_a", "deletion", "spearman", float("nan"), False, "cannot rank"),
+            ("flat", "monotonicity", "spearman", 0.9, True, "pass"),
+            ("flat", "seeds", "auprc", 0.3, False, "fail")]
+    grounding = pd.DataFrame(rows, columns=["measure", "test", "variant", "score", "beyond_chance", "decision"])
+    assert failed_grounding(grounding) == {"cka_a": ["monotonicity:spearman"], "flat": ["seeds:auprc"]}
+    # a table from before the decisions: the interval alone
+    assert failed_grounding(grounding.drop(columns="decision")) == {
+        "cka_a": ["prediction:accuracy", "seeds:d_prime"], "flat": ["seeds:auprc"]}
 
 
 def test_the_group_claim_uses_the_arccos_distance_for_cka_only():

@@ -209,22 +209,59 @@ def _by_measure_rows() -> list[dict]:
             {**FINDINGS[1], "dataset": "tiny", "representation": "mean", "family": "", "grounding_failed": ""}]
 
 
+DELETION_CHECKED = [{"models": FT, "layer": 2, "k": [0, 50, 60], "used": False,
+                     "why": "deleting components does not lower tiny-ft-s1's probe accuracy (0.800 at k = 0, 0.810 "
+                            "at k = 60)",
+                     "probe": {"tiny-ft-s1": {"accuracy": [0.8, 0.805, 0.81], "change": [0, 0.005, 0.01],
+                                              "drop": -0.01, "drop_se": 0.004, "trend": 1.0, "falls": False,
+                                              "head_accuracy": 0.81, "short_of_head": 0.01},
+                               "tiny-ft-s2": {"accuracy": [0.82, 0.7, 0.6], "change": [0, -0.12, -0.22],
+                                              "drop": 0.22, "drop_se": 0.02, "trend": -1.0, "falls": True,
+                                              "head_accuracy": None, "short_of_head": None}}}]
+
+
 def _measure_test_rows() -> list[dict]:
-    """Two measures on two tests: CKA passes monotonicity and fails seed specificity, neuronsim the other way."""
+    """Two measures on the grounding tests, as measure_tests.parquet holds them: CKA passes monotonicity and fails
+    recipe groups, neuronsim the other way; the recipe groups' d′ is descriptive, the layer test has too few items,
+    the deletion test cannot rank (its probes do not fall)."""
     rows = []
-    for measure, rank_mono, (mono, mono_low), (seeds, seeds_low) in (
-            ("linear_cka", 1, (0.9, 0.8), (0.30, 0.20)), ("neuronsim", 2, (0.2, -0.1), (0.95, 0.90))):
-        rows.append({"measure": measure, "measure_name": "cka", "test": "monotonicity", "variant": "spearman",
+    common = {"measure_name": "cka", "higher_is_better": True, "n_rows": 512, "null_draws": 999,
+              "null_exact": False, "detail": "{}"}
+    for measure, rank_mono, (mono, mono_low, mono_p), (seeds, seeds_low, seeds_p) in (
+            ("linear_cka", 1, (0.9, 0.8, 0.001), (0.30, 0.20, 0.6)),
+            ("neuronsim", 2, (0.2, -0.1, 0.21), (0.95, 0.90, 0.003))):
+        mono_decision = "pass" if mono_low > 0 and mono_p <= 0.1 else "fail"
+        seeds_decision = "pass" if seeds_low > 0.37 and seeds_p <= 0.1 else "fail"
+        rows.append({**common, "measure": measure, "test": "monotonicity", "variant": "spearman",
                      "score": mono, "ci_low": mono_low, "ci_high": mono + 0.05, "chance": 0.0, "units": "Spearman ρ",
-                     "higher_is_better": True, "beyond_chance": mono_low > 0.0, "n_rows": 512, "n_items": 3,
-                     "detail": "{}", "rank": rank_mono})
-        rows.append({"measure": measure, "measure_name": "cka", "test": "seeds", "variant": "auprc",
+                     "beyond_chance": mono_low > 0.0, "n_items": 21, "null": "layer order permuted",
+                     "null_mean": 0.0, "null_quantile": 0.41, "p_value": mono_p, "min_p": 0.001,
+                     "decision": mono_decision, "passes": mono_decision == "pass", "rank": rank_mono})
+        rows.append({**common, "measure": measure, "test": "seeds", "variant": "auprc",
                      "score": seeds, "ci_low": seeds_low, "ci_high": seeds + 0.02, "chance": 0.37, "units": "AUPRC",
-                     "higher_is_better": True, "beyond_chance": seeds_low > 0.37, "n_rows": 512, "n_items": 2,
-                     "detail": "{}", "rank": 3 - rank_mono})
+                     "beyond_chance": seeds_low > 0.37, "n_items": 12, "null": "random rankings of the pairs",
+                     "null_mean": 0.37, "null_quantile": 0.62, "p_value": seeds_p, "min_p": 0.001,
+                     "decision": seeds_decision, "passes": seeds_decision == "pass", "rank": 3 - rank_mono})
+        rows.append({**rows[-1], "variant": "d_prime", "score": 2.0 * rank_mono, "ci_low": 1.0, "ci_high": 5.0,
+                     "chance": 0.0, "units": "d′", "beyond_chance": True, "null": "", "null_mean": float("nan"),
+                     "null_quantile": float("nan"), "p_value": float("nan"), "min_p": float("nan"), "null_draws": 0,
+                     "decision": "descriptive", "passes": False, "rank": 3 - rank_mono})
+        rows.append({**common, "measure": measure, "test": "layer", "variant": "spearman", "score": 0.7,
+                     "ci_low": 0.5, "ci_high": 0.8, "chance": 0.0, "units": "Spearman ρ", "beyond_chance": True,
+                     "n_items": 6, "null": "accuracy differences permuted over the layers", "null_mean": 0.0,
+                     "null_quantile": 0.7, "p_value": 0.08, "min_p": 0.0014, "decision": "too few items",
+                     "passes": False, "rank": 1})
+        rows.append({**common, "measure": measure, "test": "deletion", "variant": "spearman", "score": float("nan"),
+                     "ci_low": float("nan"), "ci_high": float("nan"), "chance": 0.0, "units": "Spearman ρ",
+                     "beyond_chance": False, "n_items": 0, "null": "", "null_mean": float("nan"),
+                     "null_quantile": float("nan"), "p_value": float("nan"), "min_p": float("nan"), "null_draws": 0,
+                     "decision": "cannot rank", "passes": False, "rank": float("nan"),
+                     "detail": json.dumps({"cells": [], "checked": DELETION_CHECKED,
+                                           "why": DELETION_CHECKED[0]["why"]})})
     # a measure the test leaves undefined here (no interval on the half-samples): no score, no rank
     rows.append({**rows[0], "measure": "svcca", "score": float("nan"), "ci_low": float("nan"),
-                 "ci_high": float("nan"), "beyond_chance": False, "rank": float("nan")})
+                 "ci_high": float("nan"), "beyond_chance": False, "p_value": float("nan"), "decision": "undefined",
+                 "passes": False, "rank": float("nan")})
     return rows
 
 
@@ -473,16 +510,50 @@ def test_which_measure_page_names_who_passes_each_test(tmp_path, inputs):
     page = _report(tmp_path, inputs)["measures"]
     assert _h2(page) == ["Every measure on every test these models allow", "Do the measures agree?"]
     assert "<h1>Which measure?" in page
-    header, chance, cells, *rows = _first_table(page.split("<h2 id='which-measure'>")[1])
-    assert header == ["measure", "layer monotonicity ρ", "seed specificity AUPRC"]
-    assert chance == ["chance", "0", "0.37"] and cells == ["cells", "3", "2"]
-    assert [" ".join(cell.split()) for cell in rows[0]] == ["linear CKA", "✓ 0.90 #1 [0.80, 0.95]", "✗ 0.30 #2 [0.20, 0.32]"]
-    text = html.unescape(re.sub(r"<[^>]+>", "", page))
-    assert ("layer monotonicity ρ: above chance: linear CKA; not above chance: neuronsim (best first); "
-            "undefined here: SVCCA") in text
-    assert [" ".join(cell.split()) for cell in rows[2]] == ["SVCCA", "–", "–"]
-    assert "seed specificity AUPRC: above chance: neuronsim; not above chance: linear CKA" in text
-    assert "Not run on these models: prediction, because it needs at least three models fine-tuned" in text
+    header, chance, items, quantile, min_p, *rows = _first_table(page.split("<h2 id='which-measure'>")[1])
+    assert header == ["measure", "layer monotonicity ρ", "recipe groups AUPRC", "recipe groups d′", "layer probe ρ",
+                      "PC deletion ρ"]
+    assert chance == ["chance", "0", "0.37", "0", "0", "0"] and items == ["items", "21", "12", "12", "6", "0"]
+    assert quantile == ["null 95%", "0.41", "0.62", "–", "0.7", "–"]
+    assert min_p == ["min p", "0.001", "0.001", "–", "0.0014", "–"]
+    cells = [[" ".join(cell.split()) for cell in row] for row in rows]
+    # the mark is the decision's (item-level null and interval); ranks only where the test ranks
+    assert cells[0] == ["linear CKA", "✓ 0.90 #1 [0.80, 0.95] p 0.001", "✗ 0.30 #2 [0.20, 0.32] p 0.6",
+                        "2.00 [1.00, 5.00] descriptive", "0.70 [0.50, 0.80] p 0.08 · too few", "cannot rank"]
+    assert cells[1][:3] == ["neuronsim", "✗ 0.20 #2 [-0.10, 0.25] p 0.21", "✓ 0.950 #1 [0.900, 0.970] p 0.003"]
+    assert cells[2] == ["SVCCA", "–", "–", "–", "–", "–"]
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    assert ("layer monotonicity ρ (21 items; null: layer order permuted): passes: linear CKA; fails: neuronsim "
+            "(best first); undefined here: SVCCA.") in text
+    assert "recipe groups AUPRC (12 items; null: random rankings of the pairs): passes: neuronsim; fails: " \
+           "linear CKA (best first)." in text
+    assert "recipe groups d′ (12 items): descriptive, shown but not ranked or passed (d′ changes under" in text
+    assert "layer probe ρ (6 items; null: accuracy differences permuted over the layers): too few items (6 items, " \
+           "fewer than grounding.min_items): not ranked." in text
+    assert ("PC deletion ρ: cannot rank: deleting components does not lower tiny-ft-s1's probe accuracy "
+            "(0.800 at k = 0, 0.810 at k = 60).") in text
+    assert "Not run on these models: prediction, because it needs at least three models of one recipe" in text
+    assert "share of within-group pairs, which" in text and "1/L" in text
+    probes = _first_table(page.split("<h3 id='deletion-probes'>")[1])
+    assert probes[0] == ["layer", "model", "probe at k = 0", "last k", "probe at last k", "drop (± s.e.)",
+                         "own head", "falls", "used"]
+    assert probes[1:] == [["2", "tiny-ft-s1", "0.800", "60", "0.810", "-0.010 ± 0.004", "0.810", "no", "no"],
+                          ["2", "tiny-ft-s2", "0.820", "60", "0.600", "0.220 ± 0.020", "–", "yes", "no"]]
+
+
+def test_which_measure_reads_a_table_from_before_the_item_level_nulls(tmp_path, inputs):
+    """A measure_tests table without `decision`: its interval alone decides, as it did when it was written."""
+    old = [{key: value for key, value in row.items()
+            if key not in ("null", "null_mean", "null_quantile", "p_value", "min_p", "null_draws", "null_exact",
+                           "decision", "passes")}
+           for row in _measure_test_rows() if row["test"] == "monotonicity"]
+    named = {**inputs, "measure_tests": [_parquet(tmp_path / "old" / "measure_tests.parquet", old)]}
+    page = _report(tmp_path, named)["measures"]
+    header, chance, items, quantile, min_p, *rows = _first_table(page.split("<h2 id='which-measure'>")[1])
+    assert header == ["measure", "layer monotonicity ρ"] and quantile == ["null 95%", "–"]
+    assert [" ".join(cell.split()) for cell in rows[0]] == ["linear CKA", "✓ 0.90 #1 [0.80, 0.95]"]
+    assert [" ".join(cell.split()) for cell in rows[1]] == ["neuronsim", "✗ 0.20 #2 [-0.10, 0.25]"]
+    assert "<h3 id='deletion-probes'>" not in page
 
 
 def test_every_finding_under_every_measure_on_the_main_page(tmp_path, inputs):

@@ -3,6 +3,7 @@ track a change scores as sensitive, one built to ignore it as insensitive; a per
 groups by design. The measures here are functions of two (n, d) arrays, so each test's verdict is known."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from reprsim.relations import recipe
@@ -67,7 +68,7 @@ def test_deletion_separates_a_tracking_measure_from_one_that_ignores_deletions(a
                      tests=("deletion",))
     tracking = mt.deletion(setup, Constructed(energy_kept, 400), "tracking", 400)[0]
     ignoring = mt.deletion(setup, Constructed(noise_measure(), 400), "ignoring", 400)[0]
-    accuracy = np.array(eval_detail(tracking)["cells"][0]["probe_accuracy"]["m"])
+    accuracy = np.array(eval_detail(tracking)["checked"][0]["probe"]["m"]["accuracy"])
     assert accuracy[0] > 0.9 and accuracy[-1] < 0.7  # the construction: deletions cost accuracy
     assert tracking["score"] > 0.9 and tracking["beyond_chance"]
     assert tracking["ci_low"] <= tracking["score"] <= tracking["ci_high"]
@@ -179,3 +180,65 @@ def test_a_representation_of_one_vector_is_undefined_as_in_the_pair_jobs():
     value, draws = values([constant, varied], [varied, constant])
     assert np.isnan(value[0]).all() and np.isnan(value[:, 1]).all() and value[1, 0] == pytest.approx(1.0)
     assert np.isnan(draws[:, 0]).all() and np.isfinite(draws[:, 1, 0]).all()
+
+
+def test_deletion_that_costs_no_accuracy_cannot_rank(arrays):
+    # the label rides on the top-variance direction alone: deleting low-variance components leaves the probe intact
+    rng = np.random.default_rng(0)
+    scales = np.r_[4.0, np.linspace(1.0, 0.5, 11)]
+    for split, n in (("train", 800), ("test", 400)):
+        Z = rng.standard_normal((n, 12))
+        arrays[("m", split)] = (Z * scales)[None]
+        arrays[("labels", split)] = (Z[:, 0] > 0).astype(int)
+    setup = mt.Setup(stores={"m": "m"}, specs={"m": {}}, dataset_dir="d", deletion_models=["m"], tests=("deletion",))
+    row = mt.deletion(setup, Constructed(energy_kept, 400, resamples=4), "tracking", 400)[0]
+    assert row["decision"] == "cannot rank" and np.isnan(row["score"]) and not row["passes"]
+    assert "does not lower" in eval_detail(row)["why"]
+
+
+def test_a_pass_is_decided_against_the_item_null(arrays):
+    deletion_data(arrays)  # width 12: Ding's grid scaled gives 9 deletion steps, so 9 items
+    setup = mt.Setup(stores={"m": "m"}, specs={"m": {}}, dataset_dir="d", deletion_models=["m"], tests=("deletion",),
+                     min_items=5)
+    tracking = mt.deletion(setup, Constructed(energy_kept, 400), "tracking", 400)[0]
+    ignoring = mt.deletion(setup, Constructed(noise_measure(), 400), "ignoring", 400)[0]
+    assert tracking["decision"] == "pass" and tracking["p_value"] <= 0.05 and tracking["n_items"] >= 5
+    assert tracking["null_quantile"] < tracking["score"]
+    assert ignoring["decision"] == "fail" and ignoring["p_value"] > 0.05
+
+
+def test_specificity_finds_the_same_depth_layer_of_a_seed_sibling(arrays):
+    for name, seed in (("a", 0), ("b", 1)):
+        arrays[(name, "test")] = drifting_layers(layers=12, seed=0) + 0.05 * np.random.default_rng(seed).standard_normal(
+            (12, 300, 8))
+    specs = {"a": {"recipe": 1, "seed": 1}, "b": {"recipe": 1, "seed": 2}}
+    setup = mt.Setup(stores={"a": "a", "b": "b"}, specs=specs, dataset_dir="d", tests=("specificity",))
+    tracking = mt.specificity(setup, Constructed(energy_kept, 300, resamples=4), "t", 300)[0]
+    noise = mt.specificity(setup, Constructed(noise_measure(), 300, resamples=4), "n", 300)[0]
+    assert tracking["score"] == pytest.approx(1.0) and tracking["decision"] == "pass"
+    assert tracking["chance"] == pytest.approx(1 / 11) and tracking["n_items"] == 2 * 11  # embeddings left out
+    assert noise["decision"] == "fail"
+
+
+def test_prediction_runs_over_one_recipes_seeds_and_says_when_they_are_too_few(tmp_path):
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 50)
+    specs = {f"s{i}": {"recipe": "standard", "seed": i} for i in range(3)}
+    specs.update({f"n{i}": {"recipe": "noise", "seed": i} for i in range(2)})
+    predictions = {}
+    for model in specs:
+        frame = pd.DataFrame({"row": np.arange(50), "label": labels, "logit_0": rng.standard_normal(50),
+                              "logit_1": rng.standard_normal(50)})
+        frame["predicted"] = frame[["logit_0", "logit_1"]].to_numpy().argmax(axis=1)
+        predictions[model] = tmp_path / f"{model}.parquet"
+        frame.to_parquet(predictions[model])
+    (tmp_path / "meta.json").write_text('{"n_labels": 2}')
+    setup = mt.Setup(stores={m: m for m in specs}, specs=specs, dataset_dir=tmp_path, predictions=predictions)
+    assert mt.prediction_family(setup) == ["s0", "s1", "s2"]
+    models = list(specs)
+    matrix = (models, rng.random((5, 5)), rng.random((20, 5, 5)))
+    values = Constructed(energy_kept, 50)
+    rows = {r["variant"]: r for r in mt.prediction(setup, values, "t", 50, matrix)}
+    assert rows["accuracy"]["n_items"] == 3 and rows["accuracy"]["decision"] == "too few items"
+    assert rows["accuracy"]["null_draws"] == 6 and rows["accuracy"]["null_exact"]  # 3! pairings, ReSi's permutation
+    assert rows["all recipes: accuracy"]["decision"] == "descriptive" and rows["all recipes: accuracy"]["n_items"] == 10

@@ -222,9 +222,10 @@ def jobs_after_edit(workflow, relative_path):
 
 
 def grounding(predictions: int = 0, probes: int = 0) -> dict[str, int]:
-    """The grounding jobs that rerun when a model's outputs change: its predictions (only with the three fine-tuned
-    models the prediction test needs; tiny.yaml has two) and deletion probes, then every measure's tests (they
-    compare all models) and their table; tiny.yaml configures 7 measures."""
+    """The grounding jobs that rerun when a model's outputs change: a fine-tuned model's predictions (its head, which
+    the deletion test checks its probe against; all of them once three allow the prediction test) and a trained
+    model's probes (deletion and Ding's layer test: random initialisations have none), then every measure's tests
+    (they compare all models) and their table; tiny.yaml configures 7 measures."""
     return {**({"model_predictions": predictions} if predictions else {}),
             **({"deletion_probes": probes} if probes else {}), "measure_tests": 7, "measure_tests_table": 1}
 
@@ -252,7 +253,7 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
         **finetune_figures, "model_terms": 2 * 2, "compare_pair": N_PAIRS - untouched_pairs + view_pairs,
         "pair_heatmap": N_PAIRS - untouched_pairs,
         "layer_injection": 1, "aggregate_pairs": 1, **summaries, "stitch": 4, "aggregate_stitching": 1,
-        **stitching_figures, "findings": 1, **AGREEMENT, **grounding(probes=2), "report": 1,
+        **stitching_figures, "findings": 1, **AGREEMENT, **grounding(predictions=2, probes=2), "report": 1,
         "all": 1}
 
 
@@ -286,7 +287,7 @@ def test_adding_a_model_runs_only_its_jobs(workflow):
                     "pair_heatmap": 6,
                     "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1,
                     "model_distance_figure": 1, "localization_figure": 1, "model_summary_figure": 1, "findings": 1,
-                    "stitching_figure": 1, **AGREEMENT, **grounding(probes=1), "report": 1,
+                    "stitching_figure": 1, **AGREEMENT, **grounding(), "report": 1,
                     "all": 1}  # the stitching figure's CKA panel reads the pair table
     pair_outputs = {p for p in planned_outputs(output) if p.startswith("results/pairs/")}
     assert all("tiny-bert-s9" in p for p in pair_outputs) and len(pair_outputs) == 2 * 6  # tables and replicates
@@ -305,7 +306,7 @@ def test_adding_a_seed_trains_only_that_seed(workflow):
         "layer_injection": 2, "stitch": 5, "aggregate_stitching": 1, "stitch_figure": 2, "stitching_figure": 1,
         "aggregate_pairs": 1, "model_distances": 1, "localization_scores": 1, "model_distance_figure": 1,
         "localization_figure": 1, "model_summary_figure": 1, "findings": 1, **AGREEMENT,
-        **grounding(predictions=3, probes=1), "report": 1, "all": 1}  # a third seed: the prediction test runs
+        **grounding(predictions=1, probes=1), "report": 1, "all": 1}  # a third seed: the prediction test runs
     planned = planned_outputs(output)
     assert "results/models/tiny-ft-s3" in planned and "results/models/tiny-ft-s1" not in planned
     assert all("tiny-ft-s3" in p for p in planned if p.startswith("results/pairs/"))
@@ -325,7 +326,12 @@ def test_every_measure_is_scored_on_the_tests_its_models_allow(workflow):
     for _, rows in table.groupby("measure"):
         assert {"monotonicity", "deletion", "seeds"} <= set(rows["test"]) and "prediction" not in set(rows["test"])
     scored = table.dropna(subset=["score"])
-    assert scored[["ci_low", "ci_high", "rank"]].notna().all().all()
+    assert scored[["ci_low", "ci_high"]].notna().all().all()
+    decided = table["decision"].isin(["pass", "fail"])
+    assert table.loc[decided, "rank"].notna().all() and table.loc[~decided, "rank"].isna().all()
+    assert (table["passes"] == (table["decision"] == "pass")).all()
+    nulled = table["decision"].isin(["pass", "fail", "too few items"])  # every such row has its item-level null
+    assert (table.loc[nulled, "null_draws"] > 0).all() and table.loc[nulled, "null_quantile"].notna().all()
     assert ((scored["ci_low"] <= scored["score"] + 1e-9) & (scored["score"] <= scored["ci_high"] + 1e-9)).all()
     page = (workflow / "results" / "report" / "measures.html").read_text()
     assert "Which measure?" in page and "prediction, because it needs at least three models" in page

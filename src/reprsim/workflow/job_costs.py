@@ -176,7 +176,8 @@ def measure_tests_seconds(facts, config, w):
     much again. The probes are their own jobs (light)."""
     grounding = config["grounding"]
     dataset = grounding["dataset"] or (config["extraction"].get("datasets") or sorted(config["datasets"]))[0]
-    spec = {**config["measures"][w["label"]], "null_permutations": 0, "resamples": grounding["resamples"]}
+    spec = {**config["measures"][w["label"]], "null_permutations": 0,
+            "resamples": grounding["resamples"] or config["similarity"]["intervals"]["resamples"]}
     one = {w["label"]: spec}
     stores = {m: facts.store(dataset, m) for m in config["models"]}
     n = next(iter(compared_rows(s, config, "mean") for s in stores.values()))

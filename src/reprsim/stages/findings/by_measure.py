@@ -41,11 +41,16 @@ def oriented_tables(tables: Tables) -> Tables:
 
 
 def failed_grounding(grounding: pd.DataFrame | None) -> dict[str, list[str]]:
-    """Measure label -> the grounding tests (test:variant) it did not pass in this configuration: a score with
-    an interval that is not beyond its chance level (reprsim.stages.grounding, measure_tests.parquet)."""
+    """Measure label -> the grounding tests (test:variant) it failed in this configuration: decision "fail" (the
+    item-level null or the row interval does not clear chance; reprsim.stages.grounding, measure_tests.parquet).
+    A test that is descriptive, has too few items or cannot rank is no failure. A table from before the decisions
+    (no `decision` column): a score whose interval is not beyond its chance level."""
     if grounding is None or grounding.empty:
         return {}
-    failed = grounding[grounding["score"].notna() & ~grounding["beyond_chance"].astype(bool)]
+    if "decision" in grounding:
+        failed = grounding[grounding["decision"] == "fail"]
+    else:
+        failed = grounding[grounding["score"].notna() & ~grounding["beyond_chance"].astype(bool)]
     return {label: sorted(f"{row.test}:{row.variant}" for row in rows.itertuples())
             for label, rows in failed.groupby("measure")}
 

@@ -1,6 +1,7 @@
-"""The deletion test's functional side (Ding et al. 2021, §4): a linear probe on every deleted version of a
-model's layer, fitted once per model (rule deletion_probes) for every measure's deletion test. Reads activation
-stores and the dataset; imports no measure, so a measure's edit reruns no probe."""
+"""The deletion and layer tests' functional side (Ding et al. 2021, §4 and the layer experiment): a linear probe on
+every layer of a model at k = 0 and on every deleted version of its deletion layers, fitted once per model (rule
+deletion_probes) for every measure's tests. Reads activation stores and the dataset; imports no measure, so a
+measure's edit reruns no probe."""
 
 from __future__ import annotations
 
@@ -48,16 +49,36 @@ def deletion_cells(setup, model: str, train: bool = True):
         yield layer, X, grid, scores.delete_low_variance(X_train, [X, X_train] if train else [X], grid)
 
 
-def probe_table(setup, model: str) -> pd.DataFrame:
-    """The linear probe on every deleted version of `model`'s layers (rule deletion_probes, once per model: every
-    measure's deletion test reads it): layer, k, row of the compared split, correct."""
+def probe_table(setup, model: str, deleted: bool = True) -> pd.DataFrame:
+    """The linear probe on every layer of `model` but the embeddings (Ding's layer test reads its accuracies) and,
+    with `deleted`, on every deleted version of the deletion layers (rule deletion_probes, once per model: every
+    measure's tests read it): layer, k, row of the compared split, correct, and the L2 penalty cross-validation
+    chose on the train rows at k = 0 (scores.cross_validated_penalty; kept for every k of that layer, so the
+    accuracy change is the deletion's alone) with its cross-validated accuracy."""
     n_classes = int(read_meta(setup.dataset_dir)["n_labels"])
-    probe = {"weight_decay": 1e-3, "max_iter": 200, **setup.probe}
-    frames = []
-    for layer, X, grid, deleted in deletion_cells(setup, model):
-        y_test = labels(setup, setup.split, len(X))
-        y_train = labels(setup, setup.train_split, len(deleted[0][1]))
-        for k, (test, train) in zip(grid, deleted):
-            correct = scores.probe_correct(train, y_train, test, y_test, n_classes, seed=setup.seed, **probe)
-            frames.append(pd.DataFrame({"layer": layer, "k": k, "row": np.arange(len(X)), "correct": correct}))
+    max_iter = int(setup.probe.get("max_iter", 200))
+    test_layers = layers(setup.stores[model], setup.representation, setup.split)
+    train_layers = layers(setup.stores[model], setup.representation, setup.train_split)
+    y_test = labels(setup, setup.split, test_layers.shape[1])
+    y_train = labels(setup, setup.train_split, train_layers.shape[1])
+    chosen, frames = {}, []
+    for layer in range(1, len(test_layers)):
+        chosen[layer] = penalty = scores.cross_validated_penalty(train_layers[layer], y_train, n_classes,
+                                                                 seed=setup.seed, max_iter=max_iter)
+        correct = scores.probe_correct(train_layers[layer], y_train, test_layers[layer], y_test, n_classes,
+                                       seed=setup.seed, weight_decay=penalty["weight_decay"], max_iter=max_iter)
+        frames.append(_frame(layer, 0, correct, penalty))
+    for layer, X, grid, versions in (deletion_cells(setup, model) if deleted else ()):
+        probed = layer in chosen  # k = 0 is the undeleted layer, probed above unless it is the embeddings
+        penalty = chosen[layer] if probed else scores.cross_validated_penalty(
+            train_layers[layer], y_train, n_classes, seed=setup.seed, max_iter=max_iter)
+        for k, (test, train) in list(zip(grid, versions))[1 if probed else 0:]:
+            correct = scores.probe_correct(train, y_train, test, y_test, n_classes, seed=setup.seed,
+                                           weight_decay=penalty["weight_decay"], max_iter=max_iter)
+            frames.append(_frame(layer, k, correct, penalty))
     return pd.concat(frames, ignore_index=True)
+
+
+def _frame(layer: int, k: int, correct: np.ndarray, penalty: dict) -> pd.DataFrame:
+    return pd.DataFrame({"layer": layer, "k": k, "row": np.arange(len(correct)), "correct": correct,
+                         "weight_decay": penalty["weight_decay"], "cv_accuracy": penalty["cv_accuracy"]})

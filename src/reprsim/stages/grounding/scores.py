@@ -181,15 +181,42 @@ def group_separation(values: np.ndarray, groups: list, higher_is_similar: bool) 
     }
 
 
-def random_auprc(groups: list, draws: int = 2000, seed: int = 0) -> float:
-    """The AUPRC a measure scores by chance on this design: the mean of :func:`group_separation`'s auprc over
-    matrices of independent uniform values (a random ranking of every pair). Not ReSi's chance level (the
-    share of within-group pairs, which a constant measure scores): average precision over a few positives is
-    biased upwards, so a random measure scores more (about 0.22 against 0.17 for 3 groups of 5, 0.35 against
-    0.29 for 2 groups of 5) and the share would call it better than chance."""
+def random_auprcs(groups: list, draws: int = 2000, seed: int = 0) -> np.ndarray:
+    """The AUPRCs a measure scores by chance on this design: :func:`group_separation`'s auprc over `draws`
+    matrices of independent uniform values (random rankings of every pair), the group test's item-level null
+    (reprsim.stages.grounding.nulls). Its mean is the chance level, not ReSi's (the share of within-group pairs,
+    which a constant measure scores): average precision over a few positives is biased upwards, so a random
+    measure scores more (about 0.22 against 0.17 for 3 groups of 5, 0.35 against 0.29 for 2 groups of 5) and the
+    share would call it better than chance."""
     rng = np.random.default_rng(seed)
     size = len(groups)
-    return float(np.mean([group_separation(rng.random((size, size)), groups, True)["auprc"] for _ in range(draws)]))
+    return np.array([group_separation(rng.random((size, size)), groups, True)["auprc"] for _ in range(draws)])
+
+
+def random_auprc(groups: list, draws: int = 2000, seed: int = 0) -> float:
+    """The mean of :func:`random_auprcs`: the AUPRC a random ranking scores on this design (the chance level)."""
+    return float(np.mean(random_auprcs(groups, draws, seed)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Ding's specificity: is the same-depth layer of another seed the closest?
+
+
+def same_depth_hits(values: np.ndarray, higher_is_similar: bool) -> np.ndarray:
+    """Per layer i of A (rows of the (L, L) matrix values[i, j] = measure(A_i, B_j)): 1 where B's layer i is the
+    closest of B's layers to A_i, 1/t where it ties with t − 1 others for closest, 0 otherwise, NaN where the row
+    has a NaN (Ding et al.'s specificity, after Kornblith et al.: seeds that differ only in their seed should have
+    same-depth layers closest). Chance for a random ranking: 1/L."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[0] != values.shape[1]:
+        raise ValueError(f"same_depth_hits needs a square (L, L) matrix; got shape {values.shape}")
+    oriented = values if higher_is_similar else -values
+    best = np.nanmax(np.where(np.isnan(oriented), -np.inf, oriented), axis=1)
+    closest = oriented >= best[:, None] - 1e-12 * np.maximum(1.0, np.abs(best[:, None]))
+    hits = np.diag(closest) / closest.sum(axis=1)
+    hits = hits.astype(float)
+    hits[np.isnan(values).any(axis=1)] = np.nan
+    return hits
 
 
 # --------------------------------------------------------------------------------------------------
@@ -360,12 +387,56 @@ def probe_correct(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, 
     return predicted == test_y
 
 
+PROBE_PENALTIES = (1e-2, 1e-1, 1.0, 10.0)  # the L2 penalties cross-validation chooses from (1e-3 overfits here)
+
+
+def cross_validated_penalty(train_x: np.ndarray, train_y: np.ndarray, n_classes: int,
+                            penalties=PROBE_PENALTIES, folds: int = 5, seed: int = 0, max_iter: int = 200) -> dict:
+    """The probe's L2 penalty chosen by `folds`-fold cross-validation on the train rows (folds drawn once, seeded):
+    {"weight_decay": the penalty with the best mean held-out accuracy (the smaller on ties), "cv_accuracy": that
+    accuracy, "per_penalty": every penalty's}. A fixed penalty let a probe on 1,200 standardised 384-wide rows
+    overfit, so deleting components relieved it and the accuracy rose with deletion (issue 39)."""
+    train_x, train_y = np.asarray(train_x, dtype=np.float64), np.asarray(train_y).ravel()
+    parts = np.array_split(np.random.default_rng(seed).permutation(len(train_x)), folds)
+    per_penalty = {}
+    for penalty in penalties:
+        held_out = []
+        for part in parts:
+            fit = np.setdiff1d(np.arange(len(train_x)), part)
+            held_out.append(probe_correct(train_x[fit], train_y[fit], train_x[part], train_y[part], n_classes,
+                                          seed=seed, weight_decay=penalty, max_iter=max_iter).mean())
+        per_penalty[float(penalty)] = float(np.mean(held_out))
+    best = max(per_penalty, key=lambda p: (per_penalty[p], -p))
+    return {"weight_decay": best, "cv_accuracy": per_penalty[best], "per_penalty": per_penalty}
+
+
+def accuracy_change(correct: np.ndarray) -> dict:
+    """Whether deleting components costs a probe accuracy: `correct` (K, n) per-row correctness at each k of the
+    grid (k = 0 first). "accuracy" per k, "change" per k (signed, against k = 0), "drop" (k = 0 minus the last k)
+    and its paired standard error over rows, "falls": the drop exceeds twice that error and accuracy and k are
+    negatively rank-correlated (Ding deletes where this holds: pretrained intermediate layers)."""
+    correct = np.asarray(correct, dtype=float)
+    accuracy = correct.mean(axis=1)
+    difference = correct[0] - correct[-1]
+    error = float(difference.std(ddof=1) / np.sqrt(len(difference))) if len(difference) > 1 else float("nan")
+    trend = rank_correlation(np.arange(len(accuracy)), accuracy) if len(accuracy) >= 3 else float("nan")
+    drop = float(accuracy[0] - accuracy[-1])
+    return {"accuracy": [round(float(a), 4) for a in accuracy],
+            "change": [round(float(a - accuracy[0]), 4) for a in accuracy], "drop": round(drop, 4),
+            "drop_se": round(error, 4), "trend": round(float(trend), 4),
+            "falls": bool(np.isfinite(error) and drop > 2 * error and np.isfinite(trend) and trend < 0)}
+
+
 # --------------------------------------------------------------------------------------------------
 # Ranks across measures (imports no measure: the table's job reruns only when a score changes)
 
 
 def ranked(table: pd.DataFrame) -> pd.DataFrame:
-    """All measures' tables with each measure's rank within its (test, variant): 1 = best, "min" ties (ReSi)."""
+    """All measures' tables with each measure's rank within its (test, variant): 1 = best, "min" ties (ReSi). Only
+    rows a test can decide are ranked (decision pass or fail): descriptive rows, tests that cannot rank here and
+    tests with too few items get no rank."""
     table = table.copy()
-    table["rank"] = table.groupby(["test", "variant"])["score"].rank(ascending=False, method="min")
+    decided = table["decision"].isin(["pass", "fail"]) if "decision" in table else pd.Series(True, table.index)
+    table["rank"] = table["score"].where(decided).groupby([table["test"], table["variant"]]).rank(
+        ascending=False, method="min")
     return table

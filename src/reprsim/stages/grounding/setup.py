@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TESTS = ("monotonicity", "deletion", "prediction", "groups", "seeds")
+TESTS = ("monotonicity", "deletion", "layer", "prediction", "groups", "seeds", "specificity")
 
 
 @dataclass
@@ -29,6 +29,11 @@ class Setup:
     monotonicity_models: list[str] | None = None
     deletion_models: list[str] | None = None
     deletion_layers: list[int | str] = field(default_factory=lambda: ["last"])
+    prediction_models: list[str] | None = None  # None: the largest family of seed siblings with predictions
+    all_recipes: bool = True  # the prediction test over every model with predictions too (descriptive)
+    min_items: int = 10  # fewer items (pairs, layers, deletion rows): "too few items", no ranking
+    null_draws: int = 999  # draws of each item-level null (every permutation where there are fewer)
+    probe_gap: float = 0.02  # a deletion cell whose undeleted probe is further below the model's head is left out
     tests: tuple[str, ...] = TESTS
     resamples: int = 20
     confidence: float = 0.95

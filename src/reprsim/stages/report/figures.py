@@ -893,9 +893,11 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
     size = len(set(table["measure_x"]) | set(table["measure_y"]))
     side = 1.2 + 0.55 * size
     fig, axes = plt.subplots(1, len(keys), figsize=(side * len(keys) + 1.2, side + 0.9), squeeze=False)
+    shown, longest = [], 0  # each panel's measures; the longest name a panel right of the first labels
     for ax, key in zip(axes[0], keys):
         rows = table.set_index(["dataset", "representation", "scope"]).loc[key].reset_index()
         labels = _measure_order(list(dict.fromkeys([*rows["measure_x"], *rows["measure_y"]])), measures)
+        shown.append(labels)
         index = {label: i for i, label in enumerate(labels)}
         matrix = np.eye(len(labels))
         hatched = []
@@ -913,12 +915,19 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, **CHANCE_HATCH))
         names = [MEASURE_LABELS.get(label, label) for label in labels]
         ax.set_xticks(range(len(labels)), names, rotation=45, ha="right", fontsize=7)
-        ax.set_yticks(range(len(labels)), names, fontsize=7)
+        if len(shown) > 1 and labels == shown[-2]:  # the same measures as the panel on its left: its labels serve
+            ax.set_yticks(range(len(labels)), [])
+        else:
+            ax.set_yticks(range(len(labels)), names, fontsize=7)
+            longest = max(longest, max(map(len, names))) if len(shown) > 1 else longest
         dataset, representation, scope = key
         items = int(rows["n_items"].max())
         what = "every compared cell (model pair × layer pair)" if scope == "cells" else "model pairs (mean over " \
             "matching layers)"
         ax.set_title(f"{dataset}, {representation_text(representation)}:\n{what}, {items} items", fontsize=8)
+    # room between panels for the y labels of a panel whose measures differ from its left neighbour's (about 0.06
+    # inches per character at 7 points), as a share of a panel's width
+    fig.subplots_adjust(wspace=max(0.2, (0.06 * longest + 0.2) / (side * 0.8)) if longest else 0.12)
     fig.colorbar(image, ax=list(axes[0]), label="Kendall τ_b between the two measures' values", fraction=0.03,
                  pad=0.02)
     fig.suptitle("Do the measures order the same things alike? (1 = same order, 0 = unrelated, −1 = reversed; "
