@@ -10,8 +10,7 @@ GROUNDING_SPLIT = config["similarity"]["split"]
 GROUNDING_REPRESENTATION = GROUNDING["representation"] or next(
     (r for r in config["similarity"]["representations"] if r in ("mean", "cls", "last")), "mean")
 GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabled"] else []
-# null: the pair jobs' half-samples, whose first ones the tests' are, so they read the pair jobs' values
-GROUNDING_RESAMPLES = GROUNDING["resamples"] or config["similarity"]["intervals"]["resamples"]
+
 # the deletion test's probe trains on the train rows: without them extracted it is left out (the report says so)
 GROUNDING_TESTS = [t for t in GROUNDING["tests"] if t != "deletion" or "train" in config["extraction"]["splits"]]
 # the trained models (random initialisations left out, as ReSi's seed models): monotonicity, Ding's layer and
@@ -43,10 +42,17 @@ PREDICTED = list(dict.fromkeys(PREDICTED + [m for m in DELETED if m in TUNED_HER
 PROBED = list(dict.fromkeys(DELETED + (MONOTONIC if GROUNDED and "layer" in GROUNDING_TESTS else [])))
 
 
-def grounding_setup():
+def grounding_resamples(label):
+    """grounding.resamples, or where null the half-samples the pair jobs draw for `label` (its own or
+    similarity.intervals'), whose first ones the tests' are: the tests read the pair jobs' values."""
+    computed = workflow_measures.with_draws(config, pair_measures(GROUNDING_REPRESENTATION)).get(label)
+    return GROUNDING["resamples"] or (computed or {}).get("resamples") or config["similarity"]["intervals"]["resamples"]
+
+
+def grounding_setup(label=None):
     """What reprsim.stages.grounding.measure_tests.Setup takes besides paths: as params, so a change reruns."""
     return {"representation": GROUNDING_REPRESENTATION, "split": GROUNDING_SPLIT, "train_split": "train",
-            "tests": GROUNDING_TESTS, "resamples": GROUNDING_RESAMPLES,
+            "tests": GROUNDING_TESTS, "resamples": grounding_resamples(label) if label else None,
             "confidence": config["similarity"]["intervals"]["confidence"],
             "seed": config["similarity"]["intervals"]["seed"],
             "monotonicity_models": MONOTONIC, "deletion_models": DELETED,
@@ -66,7 +72,7 @@ def reads_pair_tables(label):
     spec = config["measures"][label]
     return (computed is not None and computed["measure"] == spec["measure"]
             and (computed.get("params") or {}) == (spec.get("params") or {})
-            and computed["resamples"] >= GROUNDING_RESAMPLES)
+            and computed["resamples"] >= grounding_resamples(label))
 
 
 def compared_pairs(representation, dataset):
@@ -167,7 +173,7 @@ rule measure_tests:
         paths.log(paths.MEASURE_TESTS_PART),
     params:
         spec=lambda wildcards: canonical(config["measures"][wildcards.label]),
-        setup=canonical(grounding_setup()),
+        setup=lambda wildcards: canonical(grounding_setup(wildcards.label)),
         models=MODELS,
         shortcut_models=SHORTCUT_MODELS,
         predicted=PREDICTED,

@@ -48,7 +48,6 @@ def test_pair_jobs_on_a_gpu_are_priced_at_the_rate_measured_there(tmp_path):
     is priced at what that job took on the GPU the constants were fitted to (reprsim.workflow.pair_work)."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["similarity"]["device"] = "cuda"
-    config["measures"]["neuronsim"]["resamples"] = 20  # the default when the GPU run was measured
     path = tmp_path / "cuda.yaml"
     path.write_text(yaml.safe_dump(config))
     plan = planning.make_plan(path, tmp_path)
