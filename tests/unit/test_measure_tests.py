@@ -242,3 +242,12 @@ def test_prediction_runs_over_one_recipes_seeds_and_says_when_they_are_too_few(t
     assert rows["accuracy"]["n_items"] == 3 and rows["accuracy"]["decision"] == "too few items"
     assert rows["accuracy"]["null_draws"] == 6 and rows["accuracy"]["null_exact"]  # 3! pairings, ReSi's permutation
     assert rows["all recipes: accuracy"]["decision"] == "descriptive" and rows["all recipes: accuracy"]["n_items"] == 10
+
+
+def test_a_bounded_scores_interval_stays_in_its_range(arrays):
+    arrays[("a", "test")] = drifting_layers()
+    setup = mt.Setup(stores={"a": "a"}, specs={"a": {}}, dataset_dir="d", tests=("monotonicity",))
+    values, draws = Constructed(energy_kept, 300), np.linspace(0.5, 1.0, 20)
+    _, unclipped = mt.interval(np.asarray(0.95), draws, 300, mt.subsample_size(300), 0.95)
+    row = mt._result("t", values, "layer", "spearman", 0.95, draws, 300, 0.0, "Spearman ρ", 12, {}, setup)
+    assert unclipped > 1.0 and row["ci_high"] == 1.0 and -1.0 <= row["ci_low"] < 0.95

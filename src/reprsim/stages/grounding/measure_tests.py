@@ -103,6 +103,9 @@ def _option_value(spec: Mapping, option: str):
     return value.get("fraction", value.get("rate"))
 
 
+RANGES = {"Spearman ρ": (-1.0, 1.0), "conformity rate": (0.0, 1.0), "AUPRC": (0.0, 1.0), "share of layers": (0.0, 1.0)}
+
+
 class Null:
     """An item-level null: what it permutes (`kind`), its draws of the score, whether they are every permutation,
     and the best score the test allows (the smallest p is that of `best`)."""
@@ -119,7 +122,8 @@ def _result(label: str, values: Values, test: str, variant: str, estimate: float
     None: decided by nulls.decide from the item-level null and the row interval."""
     low, high = interval(np.asarray(estimate, dtype=float), np.asarray(replicates, dtype=float), n,
                          subsample_size(n), setup.confidence)
-    low, high = float(low), float(high)
+    # the recentred percentile can step past a bounded score's range (a ρ of 0.96 with an end at 1.02): clipped
+    low, high = (float(np.clip(bound, *RANGES[units])) if units in RANGES else float(bound) for bound in (low, high))
     if np.isfinite(estimate) and not (np.isfinite(low) and np.isfinite(high)):
         # no score without its interval: the half-samples leave it undefined (too few rows for the measure)
         detail = {**detail, "estimate_without_interval": float(estimate),
