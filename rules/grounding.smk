@@ -10,9 +10,10 @@ GROUNDING_SPLIT = config["similarity"]["split"]
 GROUNDING_REPRESENTATION = GROUNDING["representation"] or next(
     (r for r in config["similarity"]["representations"] if r in ("mean", "cls", "last")), "mean")
 GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabled"] else []
-
-# the deletion test's probe trains on the train rows: without them extracted it is left out (the report says so)
-GROUNDING_TESTS = [t for t in GROUNDING["tests"] if t != "deletion" or "train" in config["extraction"]["splits"]]
+# the deletion and layer tests' probes train on the train rows: without them extracted both are left out (the report
+# says so)
+GROUNDING_TESTS = [t for t in GROUNDING["tests"]
+                   if t not in ("deletion", "layer") or "train" in config["extraction"]["splits"]]
 # the trained models (random initialisations left out, as ReSi's seed models): monotonicity, Ding's layer and
 # specificity tests compare their layers with their own and their seed siblings'
 MONOTONIC = GROUNDING["monotonicity_models"] or [m for m in MODELS if config["models"][m]["source"] != "init"]
