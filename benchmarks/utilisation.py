@@ -92,19 +92,21 @@ def critical_path(jobs: dict[int, dict]) -> list[int]:
             path = path.rpartition("/")[0]
         return None
 
-    best: dict[int, tuple[float, int | None]] = {}  # jobid -> (longest chain ending with it, its predecessor)
+    # jobid -> (longest chain ending with it, its links, its predecessor); a job shorter than the log's one-second
+    # stamps adds 0 s, so of chains equally long the one with more links wins: the report after the figure it reads
+    best: dict[int, tuple[float, int, int | None]] = {}
     for jobid in sorted(jobs, key=lambda j: jobs[j]["start"]):
         before = {made_by(name) for name in jobs[jobid].get("input", [])} - {None, jobid}
-        chains = [(best[b][0], b) for b in before if b in best]
-        length, previous = max(chains, default=(0.0, None))
-        best[jobid] = (length + seconds(jobs[jobid]), previous)
+        chains = [(best[b][0], best[b][1], b) for b in before if b in best]
+        length, links, previous = max(chains, default=(0.0, 0, None))
+        best[jobid] = (length + seconds(jobs[jobid]), links + 1, previous)
     if not best:
         return []
-    last = max(best, key=lambda j: best[j][0])
+    last = max(best, key=lambda j: best[j][:2])
     path = []
     while last is not None:
         path.append(last)
-        last = best[last][1]
+        last = best[last][2]
     return path[::-1]
 
 
