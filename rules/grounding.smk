@@ -3,6 +3,8 @@
 # intervals (reprsim.stages.grounding; docs/numerics.md §13), then all measures ranked in one table.
 from itertools import combinations
 
+from reprsim.relations import seed_families
+
 GROUNDING = config["grounding"]
 GROUNDING_DATASET = GROUNDING["dataset"] or EXTRACT_ON[0]
 SHORTCUT_DATASET = GROUNDING["shortcut_dataset"]
@@ -15,28 +17,19 @@ GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabl
 GROUNDING_TESTS = [t for t in GROUNDING["tests"]
                    if t not in ("deletion", "layer") or "train" in config["extraction"]["splits"]]
 # the trained models (random initialisations left out, as ReSi's seed models): monotonicity, Ding's layer and
-# specificity tests compare their layers with their own and their seed siblings'
-MONOTONIC = GROUNDING["monotonicity_models"] or [m for m in MODELS if config["models"][m]["source"] != "init"]
+# specificity tests compare their layers with their own and their seed siblings'; deletion's default
+TRAINED = [m for m in MODELS if config["models"][m]["source"] != "init"]
+MONOTONIC = GROUNDING["monotonicity_models"] or TRAINED
 # the prediction test correlates over the seed siblings of one recipe fine-tuned on the grounding dataset (the largest
 # family, or grounding.prediction.models) and, descriptive, over all of them; it needs three models (three pairs)
 TUNED_HERE = [m for m in FINETUNED if config["models"][m]["dataset"] == GROUNDING_DATASET]
-
-
-def _largest_family(models):
-    families = {}
-    for model in models:
-        families.setdefault(recipe(config["models"][model]), []).append(model)
-    return max(families.values(), key=len, default=[])
-
-
-PREDICTION_FAMILY = GROUNDING["prediction"]["models"] or _largest_family(TUNED_HERE)
+PREDICTION_FAMILY = GROUNDING["prediction"]["models"] or (seed_families(config["models"], TUNED_HERE) or [[]])[0]
 PREDICTED = (TUNED_HERE if GROUNDING["prediction"]["all_recipes"] else PREDICTION_FAMILY) \
     if GROUNDED and "prediction" in GROUNDING_TESTS else []
 PREDICTED = PREDICTED if len(PREDICTED) >= 3 else []
 # the models fine-tuned with a shortcut are compared on grounding.shortcut_dataset (ReSi's test 4)
 SHORTCUT_MODELS = [m for m in FINETUNED if config["models"][m].get("shortcut")] if SHORTCUT_DATASET else []
-DELETED = ((GROUNDING["deletion"]["models"] or [m for m in MODELS if config["models"][m]["source"] != "init"])
-           if "deletion" in GROUNDING_TESTS else []) if GROUNDED else []
+DELETED = ((GROUNDING["deletion"]["models"] or TRAINED) if "deletion" in GROUNDING_TESTS else []) if GROUNDED else []
 # the deletion test checks each fine-tuned model's undeleted probe against its own head: their outputs too
 PREDICTED = list(dict.fromkeys(PREDICTED + [m for m in DELETED if m in TUNED_HERE]))
 # a probe job per model: every layer at k = 0 (Ding's layer test) and the deleted versions of the deletion models
@@ -58,7 +51,8 @@ def grounding_setup(label=None):
             "seed": config["similarity"]["intervals"]["seed"],
             "monotonicity_models": MONOTONIC, "deletion_models": DELETED,
             "deletion_layers": GROUNDING["deletion"]["layers"], "probe_gap": GROUNDING["deletion"]["probe_gap"],
-            "prediction_models": GROUNDING["prediction"]["models"], "all_recipes": GROUNDING["prediction"]["all_recipes"],
+            "prediction_models": GROUNDING["prediction"]["models"],
+            "all_recipes": GROUNDING["prediction"]["all_recipes"],
             "min_items": GROUNDING["min_items"], "null_draws": GROUNDING["null_draws"],
             "specs": {m: config["models"][m] for m in MODELS}}
 

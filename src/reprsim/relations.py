@@ -17,6 +17,15 @@ def recipe(spec: Mapping, without: tuple[str, ...] = ()) -> str:
                       sort_keys=True, default=str)
 
 
+def seed_families(specs: Specs, models: list[str]) -> list[list[str]]:
+    """`models` grouped into seed siblings of one recipe (:func:`recipe`), largest family first (ties: in the order
+    of `models`)."""
+    families: dict[str, list[str]] = {}
+    for model in models:
+        families.setdefault(recipe(specs.get(model, {})), []).append(model)
+    return sorted(families.values(), key=len, reverse=True)
+
+
 def seed_pairs(specs: Specs) -> list[tuple[str, str]]:
     """Unordered pairs of models whose specs differ only in `seed` (random initialisations of one
     architecture and config; fine-tunings of one base with one recipe). Models without a seed

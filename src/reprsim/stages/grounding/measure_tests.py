@@ -34,6 +34,7 @@ interval is reprsim.resampling.interval's. The interval covers the rows; the ite
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -47,7 +48,7 @@ from reprsim.io.datasets import read_meta
 from reprsim.io.store import constant_layers, open_store, split_examples
 from reprsim.measure_registry import MEASURES
 from reprsim.metrics import api
-from reprsim.relations import recipe
+from reprsim.relations import recipe, seed_families
 from reprsim.resampling import half_samples, interval, subsample_size
 from reprsim.stages.grounding import nulls, pair_tables
 from reprsim.stages.grounding import probes as probes_module
@@ -144,15 +145,6 @@ def _result(label: str, values: Values, test: str, variant: str, estimate: float
             "detail": json.dumps(detail, sort_keys=True, default=str)}
 
 
-def _families(setup: Setup, models: list[str]) -> list[list[str]]:
-    """`models` grouped into seed siblings of one recipe (reprsim.relations.recipe), largest first (ties: config
-    order)."""
-    families: dict[str, list[str]] = {}
-    for model in models:
-        families.setdefault(recipe(setup.specs.get(model, {})), []).append(model)
-    return sorted(families.values(), key=len, reverse=True)
-
-
 # --------------------------------------------------------------------------------------------- the tests
 def monotonicity(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
     models = setup.monotonicity_models or list(setup.stores)
@@ -224,7 +216,13 @@ def _layer_values(setup: Setup, values: Values, a: str, b: str, n: int) -> tuple
 
 
 def _probes(setup: Setup, model: str) -> pd.DataFrame:
-    return pd.read_parquet(setup.probes[model]) if model in setup.probes else probes_module.probe_table(setup, model)
+    return _read_probes(str(setup.probes[model])) if model in setup.probes else probes_module.probe_table(setup, model)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_probes(path: str) -> pd.DataFrame:
+    """A probe table, read once per job (deletion reads it per layer, the layer test again)."""
+    return pd.read_parquet(path)
 
 
 def _probe_correct(setup: Setup, model: str, layer_index: int, grid: list[int]) -> np.ndarray:
@@ -270,7 +268,7 @@ def deletion(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
     rewards whichever grows with k. No cell enters: one row, the decision "cannot rank", the curves in detail."""
     models = setup.deletion_models or list(setup.stores)
     rhos, used, checked, functional_items, distance_items = [], [], [], [], []
-    for family in _families(setup, models):
+    for family in seed_families(setup.specs, models):
         # the compared rows' deleted versions only: the probes' jobs (rule deletion_probes) used the train rows'
         cells = {m: list(probes_module.deletion_cells(setup, m, train=False)) for m in family}
         heads = {m: head_accuracy(setup, m, n) for m in family}
@@ -338,7 +336,7 @@ def layer(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
     probed = [m for m in (setup.monotonicity_models or list(setup.stores)) if m in setup.probes]
     if not probed:
         return []
-    family = _families(setup, probed)[0]
+    family = seed_families(setup.specs, probed)[0]
     correct = {m: _probes(setup, m) for m in family}
     depth = {m: int(correct[m]["layer"].max()) for m in family}
     if len(set(depth.values())) != 1:
@@ -382,7 +380,7 @@ def specificity(setup: Setup, values: Values, label: str, n: int) -> list[dict]:
     models, in both directions, the share of one's layers (the embeddings left out) whose closest layer of the
     other is the same-depth one (scores.same_depth_hits). Chance 1/L; null: the other's layer labels permuted."""
     models = setup.monotonicity_models or list(setup.stores)
-    oriented = [(a, b) for family in _families(setup, models) for a, b in itertools.permutations(family, 2)]
+    oriented = [(a, b) for family in seed_families(setup.specs, models) for a, b in itertools.permutations(family, 2)]
     matrices, replicates, used = [], [], []
     for a, b in oriented:
         matrix, draws = _layer_values(setup, values, a, b, n)
@@ -441,7 +439,7 @@ def prediction_family(setup: Setup) -> list[str]:
     recipe)."""
     if setup.prediction_models:
         return [m for m in setup.prediction_models if m in setup.predictions]
-    families = _families(setup, [m for m in setup.stores if m in setup.predictions])
+    families = seed_families(setup.specs, [m for m in setup.stores if m in setup.predictions])
     return families[0] if families else []
 
 
