@@ -44,6 +44,7 @@ include: "rules/align.smk"
 include: "rules/stitch.smk"
 include: "rules/grounding.smk"
 include: "rules/findings.smk"
+include: "rules/universality.smk"
 include: "rules/report.smk"
 
 

@@ -21,9 +21,14 @@ JOB_THREADS = max(1, (workflow.cores or 1) // 4)
 DATASETS = sorted(config["datasets"])
 MODELS = sorted(config["models"])
 FINETUNED = sorted(m for m in MODELS if config["models"][m]["source"] == "finetune")
-PRETRAINED = sorted(m for m in MODELS if config["models"][m]["source"] == "pretrain")
-# each model is made by exactly one rule: finetune_model, pretrain_model, or materialize_model for the rest
-MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED and m not in PRETRAINED)
+PRETRAINED = sorted(m for m in MODELS
+                    if config["models"][m]["source"] == "pretrain" and "checkpoint" not in config["models"][m])
+# a pretrained model's checkpoints (models.NAME.checkpoints: models NAME@STEP, whose spec has `checkpoint`) -> the model
+CHECKPOINT_OF = {m: m.rsplit("@", 1)[0] for m in MODELS
+                 if config["models"][m]["source"] == "pretrain" and "checkpoint" in config["models"][m]}
+# each model is made by exactly one rule: finetune_model, pretrain_model, checkpoint_model (a copy out of its
+# pretrained model's directory), or materialize_model for the rest
+MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED and m not in PRETRAINED and m not in CHECKPOINT_OF)
 EXTRACT_ON = sorted(config["extraction"]["datasets"])
 REPRESENTATIONS = sorted(config["similarity"]["representations"])
 # Unordered pairs, each model with itself included; names sorted so a pair has one path.

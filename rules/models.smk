@@ -1,6 +1,7 @@
 # Stage models: materialise models (hub, local directory, installed package, random init) into
-# save_pretrained dirs, and pretrain causal LMs from scratch on a dataset's text (source pretrain).
-# Fine-tuned models come from rules/finetune.smk into the same place.
+# save_pretrained dirs, pretrain causal or masked LMs from scratch on a dataset's text (source pretrain), and
+# copy a pretraining's checkpoints out as models of their own. Fine-tuned models come from rules/finetune.smk
+# into the same place.
 
 
 def model_spec(wildcards):
@@ -75,3 +76,25 @@ rule pretrain_model:
         "../envs/models.yaml"
     script:
         "../scripts/pretrain_model.py"
+
+
+# A pretrained model's checkpoint (NAME@STEP) is saved by NAME's own training job, inside its directory; copying it
+# out is file work, run by the Snakemake process itself (on a cluster, the submitting host: no queue wait).
+rule checkpoint_model:
+    input:
+        parent=lambda wildcards: model_dir(CHECKPOINT_OF[wildcards.model]),
+        code=code("checkpoint_model"),
+    output:
+        model=directory(paths.MODEL),
+    log:
+        paths.log(paths.MODEL),
+    params:
+        spec=model_spec,
+    wildcard_constraints:
+        model=_one_of(sorted(CHECKPOINT_OF)),
+    localrule: True
+    threads: 1
+    conda:
+        "../envs/models.yaml"
+    script:
+        "../scripts/checkpoint_model.py"

@@ -325,10 +325,57 @@ rule stitching_figure:
         "../scripts/plot_figure.py"
 
 
+# What is universal? (stage universality, rules/universality.smk): the factor × depth matrix of verdicts per measure;
+# with a training_time factor, cross-seed similarity over training. The rules exist without a study too (their
+# targets are then empty), like the other figures'.
+rule universality_figure:
+    input:
+        table=paths.UNIVERSALITY,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.UNIVERSALITY_FIGURE, category="Universality",
+                      caption=f"{CAPTIONS}/universality_matrix.rst"),
+    log:
+        paths.log(paths.UNIVERSALITY_FIGURE),
+    params:
+        figure="universality",
+        options={"confidence": config["similarity"]["intervals"]["confidence"]},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+rule convergence_figure:
+    input:
+        table=paths.UNIVERSALITY_CONVERGENCE,
+        claims=paths.UNIVERSALITY_CLAIMS,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.CONVERGENCE_FIGURE, category="Universality", caption=f"{CAPTIONS}/convergence.rst"),
+    log:
+        paths.log(paths.CONVERGENCE_FIGURE),
+    params:
+        figure="convergence",
+        options={"measures": FIGURE_MEASURES, "confidence": config["similarity"]["intervals"]["confidence"]},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+# before the report rule, whose inputs are every target (rules/universality.smk sets the study's tables')
+TARGETS["universality_figure"] = [paths.UNIVERSALITY_FIGURE] if TARGETS["universality"] else []
+TARGETS["convergence_figure"] = [paths.CONVERGENCE_FIGURE] if TARGETS["universality_convergence"] else []
+
+
 # The report's pages: the main page always, a detail page when it has something to show
 # (reprsim.stages.report.html.PAGES names the inputs of each, and checks that these agree).
 REPORT_PAGES = {
     "index": paths.REPORT,
+    **({"universality": paths.REPORT_UNIVERSALITY} if TARGETS["universality"] else {}),
     "pairs": paths.REPORT_PAIRS,
     **({"models": paths.REPORT_MODELS} if any(TARGETS[name] for name in (
         "truncation_figures", "skip_figures", "layer_view_figures", "layer_blocks")) else {}),

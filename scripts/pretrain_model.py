@@ -1,4 +1,4 @@
-"""Snakemake entry point: pretrain one causal language model from scratch (rules/models.smk)."""
+"""Snakemake entry point: pretrain one language model (causal or masked) from scratch (rules/models.smk)."""
 import json
 
 import torch

@@ -21,6 +21,8 @@ from jsonschema import validators
 
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
+from reprsim.nets.gpt2_as_bert import untranslatable
+from reprsim.relations import study_errors, study_pairs
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.stitching import stitching_problems
 
@@ -385,6 +387,51 @@ def _expand_seeds(config: dict, written: dict[str, str]) -> Iterator[str]:
     config["models"] = expanded
 
 
+def _study_errors(config: dict) -> Iterator[str]:
+    """A universality study must vary one factor at a time (reprsim.relations.study_errors) over models of this config;
+    `similarity.pairs: study` becomes the list of the pairs it reads (reprsim.relations.study_pairs)."""
+    study, similarity = config.get("universality"), config["similarity"]
+    if study is not None:
+        yield from study_errors(config["models"], study)
+        for label in study.get("measures") or []:
+            if label not in config["measures"]:
+                yield (f"key 'universality.measures' names {label!r}, which is not a label of `measures`; defined: "
+                       f"{', '.join(config['measures'])}")
+        if study.get("dataset") is not None and study["dataset"] not in config["datasets"]:
+            yield f"key 'universality.dataset' is {study['dataset']!r}, which is not a dataset in this config"
+    if similarity.get("pairs") == "study":
+        if study is None:
+            yield "key 'similarity.pairs' is 'study', but the config has no `universality` study to take the pairs from"
+        else:
+            similarity["pairs"] = [list(pair) for pair in study_pairs(config["models"], study)]
+
+
+def _expand_checkpoints(config: dict, written: dict[str, str]) -> Iterator[str]:
+    """Add, for each pretrained model with `checkpoints: [k, ...]`, a model {name}@{k} per checkpoint: the
+    parent's spec without `checkpoints`, with `checkpoint: k` (its seed kept, so the checkpoints of seed siblings
+    at one step are seed siblings by reprsim.relations.recipe); note in `written` each one's name in the config.
+
+    Yields a problem when a checkpoint is not below the model's steps or an expanded name collides.
+    """
+    models = config["models"]
+    expanded = dict(models)
+    for name, spec in models.items():
+        if spec.get("source") != "pretrain":
+            continue
+        for step in spec.get("checkpoints") or []:
+            if step >= spec["steps"]:
+                yield (f"key 'models.{written.get(name, name)}.checkpoints' has {step}, not below steps = "
+                       f"{spec['steps']}: a checkpoint is saved after that step of a run of steps")
+                continue
+            child = f"{name}@{step}"
+            if child in expanded:
+                yield f"models.{name}.checkpoints: the expanded name {child!r} is already a model in this config"
+                continue
+            expanded[child] = {**{k: v for k, v in spec.items() if k != "checkpoints"}, "checkpoint": step}
+            written[child] = written.get(name, name)
+    config["models"] = expanded
+
+
 def _cycle_errors(models: dict) -> Iterator[str]:
     """A model derived (through base or tokenizer) from itself can never be built."""
     def parents(name: str) -> list[str]:
@@ -511,7 +558,9 @@ def _model_config_errors(where: str, overrides: dict, architecture: str, describ
 def _architecture_errors(models: dict) -> Iterator[str]:
     """Every random or pretrained model's `config` keys: fields of its architecture, of the right kind, consistent
     sizes; for a pretrained one also what its own keys set, and positions for its context."""
-    specs = {name: spec for name, spec in models.items() if spec.get("source") in FROM_CONFIG}
+    # a checkpoint's config is its parent's, checked there
+    specs = {name: spec for name, spec in models.items()
+             if spec.get("source") in FROM_CONFIG and "checkpoint" not in spec}
     if not specs:
         return
     described = architecture_fields({spec["architecture"] for spec in specs.values()})
@@ -523,10 +572,15 @@ def _architecture_errors(models: dict) -> Iterator[str]:
 
 
 def _pretrain_config_errors(where: str, overrides: dict, spec: dict, described: dict) -> Iterator[str]:
-    """A pretrained model's `config` may not set what its own keys set, and needs a position per context token."""
+    """A pretrained model's `config` may not set what its own keys set, and needs a position per context token;
+    a masked LM's must translate into a BERT's (reprsim.nets.gpt2_as_bert)."""
     aliases, model = described["aliases"], where.removesuffix(".config")
     positions = aliases.get("max_position_embeddings", "max_position_embeddings")
     context = spec.get("context")
+    if spec.get("objective") == "masked":
+        for key, why in untranslatable(overrides):
+            if aliases.get(key, key) in described["fields"] and aliases.get(key, key) not in PRETRAIN_SET_BY:
+                yield f"key '{where}.{key}' has no counterpart in the BERT that objective masked builds: {why}"
     for key, value in overrides.items():
         field = aliases.get(key, key)
         if field in PRETRAIN_SET_BY:
@@ -559,6 +613,10 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH, *, mode
     written: dict[str, str] = {}
     if not problems:  # the seeds of one model refer alike: each problem once
         problems = list(dict.fromkeys(_expand_seeds(config, written)))
+    if not problems:
+        problems = list(dict.fromkeys(_expand_checkpoints(config, written)))
+    if not problems:  # after the expansions: a study names expanded models
+        problems = list(dict.fromkeys(_study_errors(config)))
     if not problems:
         problems = list(dict.fromkeys(_reference_errors(config, distance_named, written, model_configs)))
     if problems:

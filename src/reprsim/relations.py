@@ -8,12 +8,15 @@ import json
 from typing import Mapping
 
 Specs = Mapping[str, Mapping]
+# spec keys that are not part of how a model is trained: its seed (siblings differ in it) and the checkpoints the
+# training job also keeps (what is saved, not how it trains)
+NOT_RECIPE = ("seed", "seeds", "checkpoints")
 
 
 def recipe(spec: Mapping, without: tuple[str, ...] = ()) -> str:
     """A model's recipe: its spec but the seed (and the keys `without`), as canonical JSON. Models with equal
     recipes and different seeds are seed siblings."""
-    return json.dumps({key: value for key, value in spec.items() if key not in ("seed", "seeds", *without)},
+    return json.dumps({key: value for key, value in spec.items() if key not in (*NOT_RECIPE, *without)},
                       sort_keys=True, default=str)
 
 
@@ -58,3 +61,126 @@ def groups(specs: Specs) -> dict[str, frozenset[str]]:
     for name in specs:
         members.setdefault(root(name), set()).add(name)
     return {name: frozenset(members[root(name)]) for name in specs}
+
+
+# The factors of variation a universality study varies one at a time, and the spec keys that carry each: a
+# pretrained model's config by its GPT-2 or transformers field name, its data, objective and training time; a hub
+# model's declared `recipe` entries. The head count is width (of attention) at a fixed depth.
+FACTORS = ("width", "depth", "data", "objective", "training_time")
+FACTOR_KEYS = {
+    **{f"config.{field}": "width" for field in ("n_embd", "hidden_size", "n_inner", "intermediate_size", "n_head",
+                                                 "num_attention_heads", "d_model")},
+    **{f"config.{field}": "depth" for field in ("n_layer", "num_hidden_layers", "num_layers")},
+    "dataset": "data", "objective": "objective", "mask_probability": "objective",
+    "checkpoint": "training_time", "steps": "training_time",
+    **{f"recipe.{factor}": factor for factor in FACTORS}, "recipe.step": "training_time",
+}
+
+
+def _tokenizer_of(specs: Specs, name: str):
+    """The tokenizer a model uses, followed through the models it borrows it from: two models that borrow one
+    trained tokenizer by different names share it."""
+    chosen, seen = specs.get(name, {}).get("tokenizer"), {name}
+    while isinstance(chosen, str) and chosen in specs and chosen not in seen and "tokenizer" in specs[chosen]:
+        seen.add(chosen)
+        chosen = specs[chosen]["tokenizer"]
+    return chosen
+
+
+def _flat(specs: Specs, name: str) -> dict[str, str]:
+    """A model's spec as flat keys (config.n_embd, recipe.seed, ...) -> canonical JSON values; the tokenizer
+    resolved (:func:`_tokenizer_of`); seed and checkpoints left out (:data:`NOT_RECIPE`)."""
+    flat = {}
+    for key, value in specs[name].items():
+        # a hub model's id and revision name it; what it was trained on and how is only what its `recipe` declares
+        hub_name = specs[name].get("source") == "hf" and key in ("id", "revision")
+        if key in NOT_RECIPE or key == "tokenizer" or hub_name:
+            continue
+        if key in ("config", "recipe") and isinstance(value, Mapping):
+            flat.update({f"{key}.{field}": json.dumps(v, sort_keys=True, default=str) for field, v in value.items()
+                         if not (key == "recipe" and field == "seed")})
+        else:
+            flat[key] = json.dumps(value, sort_keys=True, default=str)
+    if "tokenizer" in specs[name]:
+        flat["tokenizer"] = json.dumps(_tokenizer_of(specs, name), sort_keys=True, default=str)
+    return flat
+
+
+def differences(specs: Specs, model: str, reference: str) -> dict[str, tuple[str | None, str | None]]:
+    """Spec keys (flat, :func:`_flat`) in which `model` differs from `reference`: key -> (reference's value,
+    model's value), None where a spec lacks the key; between two hub models only the `recipe` entries both
+    declare."""
+    a, b = _flat(specs, reference), _flat(specs, model)
+    keys = set(a) | set(b)
+    if specs[model].get("source") == specs[reference].get("source") == "hf":
+        # two hub models: what both cards state (an entry one card does not state cannot be compared)
+        keys = {key for key in keys if key in a and key in b}
+    return {key: (a.get(key), b.get(key)) for key in sorted(keys) if a.get(key) != b.get(key)}
+
+
+def model_seed(specs: Specs, name: str):
+    """A model's seed: its spec's `seed`, or a hub model's declared `recipe.seed`; None without one."""
+    spec = specs.get(name, {})
+    return spec.get("seed", (spec.get("recipe") or {}).get("seed"))
+
+
+def study_errors(specs: Specs, study: Mapping) -> list[str]:
+    """What keeps `study` (config `universality`) from varying one factor at a time: the reference must be seed
+    siblings of one recipe (two or more, distinct seeds), and every model of a factor's level must differ from the
+    reference in that factor's keys (:data:`FACTOR_KEYS`) and in nothing else."""
+    problems = []
+    named = [*study["reference"], *study["floor"],
+             *(m for levels in study["factors"].values() for models in levels.values() for m in models)]
+    unknown = sorted({m for m in named if m not in specs})
+    if unknown:
+        return [f"universality names {', '.join(map(repr, unknown))}, not model(s) of this config; defined models: "
+                f"{', '.join(sorted(specs))}"]
+    reference = study["reference"]
+    first = reference[0]
+    for other in reference[1:]:
+        extra = differences(specs, other, first)
+        if extra:
+            problems.append(f"universality.reference: {other!r} is no seed sibling of {first!r}: it differs in "
+                            + _listed(extra))
+    seeds = [model_seed(specs, m) for m in reference]
+    if None in seeds or len(set(map(str, seeds))) < len(seeds):
+        problems.append(f"universality.reference: the seed siblings need distinct seeds; got {dict(zip(reference, seeds))}")
+    for factor, levels in study["factors"].items():
+        for level, models in levels.items():
+            for model in models:
+                found = differences(specs, model, first)
+                where = f"universality.factors.{factor}.{level}: model {model!r}"
+                if not found:
+                    problems.append(f"{where} does not differ from the reference {first!r} (in {factor} or anything)")
+                    continue
+                extra = {key: values for key, values in found.items() if FACTOR_KEYS.get(key) != factor}
+                if extra:
+                    problems.append(f"{where} differs from the reference {first!r} in more than {factor}: "
+                                    + _listed(extra))
+    return problems
+
+
+def _listed(found: Mapping[str, tuple]) -> str:
+    return "; ".join(f"{key} ({FACTOR_KEYS.get(key, 'not a factor')}: {a} -> {b})" for key, (a, b) in found.items())
+
+
+def cross_seed(specs: Specs, models, reference) -> list[tuple[str, str]]:
+    """(model, reference model) couples of different seeds: a model sharing its seed with a reference model may
+    share its initialisation or its trajectory (a checkpoint of the same run), which no change of factor undoes."""
+    return [(m, r) for m in models for r in reference
+            if m != r and (model_seed(specs, m) is None or str(model_seed(specs, m)) != str(model_seed(specs, r)))]
+
+
+def study_pairs(specs: Specs, study: Mapping) -> list[tuple[str, str]]:
+    """The model pairs a universality study compares (sorted names, each once): the reference's seed siblings, the
+    floor and every level's models against the reference models of other seeds, and, for training time, each
+    level's models among themselves (the cross-seed similarity at that checkpoint)."""
+    reference = list(study["reference"])
+    pairs = {tuple(sorted(p)) for p in cross_seed(specs, reference, reference)}
+    pairs |= {tuple(sorted(p)) for p in cross_seed(specs, study["floor"], reference)}
+    for factor, levels in study["factors"].items():
+        for models in levels.values():
+            pairs |= {tuple(sorted(p)) for p in cross_seed(specs, models, reference)}
+            if factor == "training_time":
+                pairs |= {tuple(sorted(p)) for p in cross_seed(specs, models, models)}
+    return sorted(pairs)

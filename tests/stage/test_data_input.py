@@ -271,13 +271,15 @@ def test_text_lengths_are_recorded_per_split(tmp_path):
                                                        "p99": round(float(lengths.quantile(0.99)), 1)}
 
 
-def test_the_shipped_sample_passes_quietly(tmp_path, capsys):
+@pytest.mark.parametrize("sample, names", [("sst2", ("negative", "positive")), ("cola", ("unacceptable", "acceptable"))])
+def test_the_shipped_samples_pass_quietly(tmp_path, capsys, sample, names):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DatasetWarning)
-        meta = prepare_dataset("sst2", {"source": "sample", "name": "sst2", "seed": 0}, tmp_path / "sst2")
+        meta = prepare_dataset(sample, {"source": "sample", "name": sample, "seed": 0}, tmp_path / sample)
     assert meta["label_mapping"] == {"0": 0, "1": 1}
     assert all(meta["checks"][s]["duplicate_rows"] == 0 for s in ("train", "validation", "test"))
-    assert re.search(r"label -> class: '0' -> 0 \(negative\), '1' -> 1 \(positive\)$", capsys.readouterr().out.strip())
+    assert re.search(rf"label -> class: '0' -> 0 \({names[0]}\), '1' -> 1 \({names[1]}\)$",
+                     capsys.readouterr().out.strip())
 
 
 def test_builtin_repeats_are_counted_without_warnings(tmp_path):

@@ -396,6 +396,54 @@ def test_pretrained_model_errors_name_the_key(default_config, change, expected):
     assert expected in problems_of(default_config)
 
 
+def test_checkpoints_expand_to_models_that_are_seed_siblings_across_seeds(default_config):
+    from reprsim.relations import seed_pairs
+
+    for seed in (0, 1):
+        default_config["models"][f"gpt-s{seed}"] = {**copy.deepcopy(PRETRAIN), "seed": seed, "checkpoints": [300, 100]}
+    models = validate_config(default_config)["models"]
+    expanded = {f"gpt-s{seed}@{step}" for seed in (0, 1) for step in (100, 300)}
+    assert expanded <= set(models)
+    child, parent = models["gpt-s1@300"], models["gpt-s1"]
+    assert child == {**{k: v for k, v in parent.items() if k != "checkpoints"}, "checkpoint": 300}
+    assert child["source"] == "pretrain" and child["seed"] == 1 and parent["checkpoints"] == [300, 100]
+    pairs = set(seed_pairs(models))
+    assert {("gpt-s0", "gpt-s1"), ("gpt-s0@100", "gpt-s1@100"), ("gpt-s0@300", "gpt-s1@300")} <= pairs
+    assert not {pair for pair in pairs if pair[0].startswith("gpt") and pair[0].split("@")[1:] != pair[1].split("@")[1:]}
+
+
+def test_a_checkpoint_must_lie_before_the_last_step(default_config):
+    default_config["models"]["gpt"] = {**copy.deepcopy(PRETRAIN), "checkpoints": [100, 600]}
+    assert "key 'models.gpt.checkpoints' has 600, not below steps = 600" in problems_of(default_config)
+    default_config["models"]["gpt"]["checkpoints"] = [0]
+    assert "key 'models.gpt.checkpoints.0' is 0; must be ≥ 1" in problems_of(default_config)
+    default_config["models"]["gpt"]["checkpoints"] = [100, 100]
+    assert "models.gpt.checkpoints" in problems_of(default_config)
+
+
+def test_a_masked_lm_takes_the_gpt2_fields_it_can_translate(default_config):
+    default_config["models"]["mlm"] = {**copy.deepcopy(PRETRAIN), "objective": "masked", "mask_probability": 0.2,
+                                       "config": {"n_embd": 64, "n_layer": 2, "n_head": 2, "n_inner": 100,
+                                                  "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}}
+    models = validate_config(copy.deepcopy(default_config))["models"]
+    assert (models["mlm"]["objective"], models["mlm"]["mask_probability"]) == ("masked", 0.2)
+    config = default_config["models"]["mlm"]["config"]
+    config.update(use_cache=False, embd_pdrop=0.1, n_layr=3)
+    message = problems_of(default_config)
+    assert "key 'models.mlm.config.use_cache' has no counterpart in the BERT that objective masked builds" in message
+    assert "key 'models.mlm.config.embd_pdrop' has no counterpart" in message and "resid_pdrop (0.0)" in message
+    assert "key 'models.mlm.config.n_layr' is not a field of the gpt2 config" in message
+    assert "n_layr' has no counterpart" not in message  # a typo is reported once
+    default_config["models"]["mlm"].update(config={}, mask_probability=0)
+    assert "key 'models.mlm.mask_probability' is 0; must be > 0" in problems_of(default_config)
+
+
+def test_a_causal_lm_gets_the_objective_defaults(default_config):
+    default_config["models"]["gpt"] = copy.deepcopy(PRETRAIN)
+    spec = validate_config(default_config)["models"]["gpt"]
+    assert (spec["objective"], spec["mask_probability"], spec["checkpoints"]) == ("causal", 0.15, [])
+
+
 @pytest.mark.parametrize("where", [("models", "minilm"), ("models", "minilm-ft-s1"), ("datasets", "sst2")])
 def test_trust_remote_code_is_refused_wherever_it_is_put(default_config, where):
     section, name = where

@@ -28,7 +28,7 @@ def stage_of(module: str) -> str | None:
 
 
 def test_the_stages_are_the_dag_stages():
-    assert STAGES == ["align", "compare", "data", "extract", "findings", "finetune", "grounding", "models", "report", "stitch"]
+    assert STAGES == ["align", "compare", "data", "extract", "findings", "finetune", "grounding", "models", "report", "stitch", "universality"]
 
 
 def test_no_stage_imports_another_stage():

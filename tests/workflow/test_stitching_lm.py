@@ -2,7 +2,11 @@
 sample's text (one gelu and one relu of the example's four, one shared BPE that the first learns and the other
 borrows), stitched into each other both ways and into themselves, with the asymmetry between the two kinds judged
 in the findings. (The example's seeds add more of the same jobs; that seeds of one kind make one kind is checked
-on the example's own specs in tests/stage/test_findings.py.)"""
+on the example's own specs in tests/stage/test_findings.py.)
+
+The same run holds a tiny universality study (config/examples/universality.yaml's stage): a second gelu seed, both
+gelu seeds keeping a checkpoint (models gpt-gelu-s0@30, gpt-gelu-s1@30, copied out of the one training job) and an
+untrained floor; `similarity.pairs: study` compares only the pairs the study reads."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from conftest import REPO, copy_workflow, snakemake
 pytestmark = pytest.mark.workflow
 EXAMPLE = REPO / "config" / "examples" / "stitching-lm.yaml"
 MODELS = ["gpt-gelu-s0", "gpt-relu-s0"]
+STUDY = {"reference": ["gpt-gelu-s0", "gpt-gelu-s1"], "floor": ["floor-s9"],
+         "factors": {"training_time": {"step 30": ["gpt-gelu-s0@30", "gpt-gelu-s1@30"]}}}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +36,15 @@ def run(tmp_path_factory):
     config["extraction"].update(max_examples=40, batch_size=16, max_length=32)
     config["similarity"]["chance"] = {"permutations": 19, "seed": 0}
     config["similarity"]["intervals"] = {"resamples": 20, "confidence": 0.95, "seed": 0}
-    config["stitching"].update(steps=20, max_examples=48)
+    config["stitching"].update(steps=20, max_examples=48, pairs=[MODELS])
+    # the study: a second gelu seed, a checkpoint at step 30 of both, an untrained floor of the same sizes
+    config["models"]["gpt-gelu-s1"] = {**config["models"]["gpt-relu-s0"], "activation": "gelu", "seed": 1}
+    for name in STUDY["reference"]:
+        config["models"][name]["checkpoints"] = [30]
+    config["models"]["floor-s9"] = {"source": "init", "architecture": "gpt2", "tokenizer": "gpt-gelu-s0", "seed": 9,
+                                    "config": {"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 32}}
+    config["universality"] = STUDY
+    config["similarity"]["pairs"] = "study"
     (root / "lm.yaml").write_text(yaml.safe_dump(config))
     snakemake(root, "--configfile", "lm.yaml")
     return root
@@ -56,3 +70,27 @@ def test_the_asymmetry_between_activations_is_judged(run):
     assert "Asymmetry" in page and "gpt-gelu-s0" in page
     figure = run / "results" / "figures" / "stitching" / "sst2" / "gpt-gelu-s0__gpt-relu-s0.png"
     assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_study_shares_seed_level_similarity_over_training_time(run):
+    """The universality stage on the run: one level (the checkpoints at step 30), each third with u, its interval and
+    a verdict; the convergence claims; the statement on the main page and the study's page."""
+    table = pd.read_parquet(run / "results" / "tables" / "universality.parquet")
+    assert set(table["factor"]) == {"training_time"} and set(table["level"]) == {"step 30"}
+    thirds = table[table["depth"].str.endswith("third")]
+    assert set(thirds["depth"]) == {"lower third", "middle third", "upper third"}
+    assert set(table["verdict"]) <= {"as similar as seeds", "more similar than seeds", "less similar",
+                                     "no more similar than the floor", "inconclusive", "undefined"}
+    defined = table[table["verdict"] != "undefined"]
+    assert not defined.empty and ((defined["ci_low"] <= defined["u"]) & (defined["u"] <= defined["ci_high"])).all()
+    assert (table["n"] == 40).all() and (table["n_seed_pairs"] == 1).all() and (table["n_variant_pairs"] == 2).all()
+    assert (table["quality_metric"] == "validation cross-entropy (nats)").all() and table["quality"].notna().all()
+    claims = pd.read_parquet(run / "results" / "tables" / "universality_claims.parquet")
+    assert {"last minus first"} <= set(claims["statistic"]) and set(claims["first_step"]) == {30}
+    checkpoint = yaml.safe_load((run / "results" / "models" / "gpt-gelu-s0@30" / "meta.json").read_text())
+    assert checkpoint["step"] == 30 and checkpoint["parent"] == "gpt-gelu-s0"
+    statement = pd.read_parquet(run / "results" / "tables" / "universality_statement.parquet")
+    sentence = statement.loc[statement["topic"] == "training_time", "text"].iloc[0]
+    assert sentence.startswith("Changing training time (step 30")
+    for page in ("index.html", "universality.html"):
+        assert "What is universal?" in (run / "results" / "report" / page).read_text()

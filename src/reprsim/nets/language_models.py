@@ -1,5 +1,6 @@
-"""Causal language modelling on a prepared dataset's text: the texts of a split, packed into blocks of
-`context` tokens, and the next-token cross-entropy of a causal LM over such blocks.
+"""Language modelling on a prepared dataset's text: the texts of a split, packed into blocks of `context`
+tokens; the next-token cross-entropy of a causal LM over such blocks; and masked language modelling's
+masking (Devlin et al. 2019) and cross-entropy over the masked positions.
 
 Packing follows GPT-2's and TransformerLens's `chunk_and_tokenize`: each text is tokenised without the
 tokenizer's own special tokens, followed by the tokenizer's end-of-text token (where it has one), all
@@ -77,11 +78,89 @@ def lm_cross_entropy(model, blocks: torch.LongTensor, batch_size: int, device) -
     return float(total / count), count
 
 
-def unigram_cross_entropy(train_blocks: torch.LongTensor, blocks: torch.LongTensor, vocab_size: int) -> float:
-    """Cross-entropy (nats per token) of the predicted tokens of `blocks` (all but each block's first) under
-    the unigram frequencies of the tokens of `train_blocks`, add-one smoothed over `vocab_size` tokens:
-    the loss of a model that learnt token frequencies and nothing of context (the chance reference)."""
+def unigram_cross_entropy(train_blocks: torch.LongTensor, blocks: torch.LongTensor, vocab_size: int,
+                          targets: torch.LongTensor | None = None) -> float:
+    """Cross-entropy (nats per token) of the predicted tokens of `blocks` (all but each block's first; or the
+    tokens `targets`, such as a masked LM's masked ones) under the unigram frequencies of the tokens of
+    `train_blocks`, add-one smoothed over `vocab_size` tokens: the loss of a model that learnt token
+    frequencies and nothing of context (the chance reference)."""
     counts = torch.bincount(train_blocks.reshape(-1), minlength=vocab_size).double()
     probabilities = (counts + 1) / (counts.sum() + vocab_size)
-    targets = blocks[:, 1:].reshape(-1)
+    targets = blocks[:, 1:].reshape(-1) if targets is None else targets.reshape(-1)
     return float(-torch.log(probabilities[targets]).mean())
+
+
+# ----------------------------------------------------------------- masked language modelling
+IGNORED = -100  # the label of a position not scored (torch's cross_entropy ignore_index, transformers' too)
+MASK = "<mask>"
+
+
+def add_mask_token(tokenizer) -> str | None:
+    """Give `tokenizer` a mask token when it has none (the byte-level BPEs of reprsim.nets.tokenizers have BOS,
+    EOS and PAD only): <mask>, or <mask_1>, ... where the vocabulary holds that string, so text tokenises as
+    before and the vocabulary gains one symbol. Returns the token added; None when it had one."""
+    if tokenizer.mask_token is not None:
+        return None
+    vocabulary, name, n = tokenizer.get_vocab(), MASK, 0
+    while name in vocabulary:
+        n += 1
+        name = f"<mask_{n}>"
+    tokenizer.add_special_tokens({"mask_token": name})
+    return name
+
+
+def mask_tokens(ids: torch.LongTensor, probability: float, mask_id: int, special_ids, vocab_size: int,
+                generator: torch.Generator) -> tuple[torch.LongTensor, torch.LongTensor]:
+    """BERT's masking (Devlin et al. 2019, §3.1) of token ids `ids` (any shape, on the CPU, as `generator`):
+    each token not in `special_ids` is selected with `probability`; of the selected, 80% become `mask_id`,
+    10% a token drawn uniformly from the non-special ids below `vocab_size`, 10% stay. Returns (inputs,
+    labels): labels hold the original id at selected positions and IGNORED elsewhere. Pure: the same
+    generator state gives the same masks, and the draws do not depend on the ids' values."""
+    if not 0 < probability <= 1:
+        raise ValueError(f"mask probability must lie in (0, 1]; got {probability!r}")
+    special = torch.as_tensor(sorted({int(i) for i in special_ids}), dtype=torch.long)
+    replacements = torch.arange(vocab_size)[~torch.isin(torch.arange(vocab_size), special)]
+    if len(replacements) == 0:
+        raise ValueError(f"a vocabulary of {vocab_size} tokens, all special, has no token to mask")
+    selected = (torch.rand(ids.shape, generator=generator) < probability) & ~torch.isin(ids, special)
+    action = torch.rand(ids.shape, generator=generator)
+    drawn = replacements[torch.randint(len(replacements), ids.shape, generator=generator)]
+    inputs = ids.clone()
+    inputs[selected & (action < 0.8)] = mask_id
+    randomised = selected & (action >= 0.8) & (action < 0.9)
+    inputs[randomised] = drawn[randomised]
+    labels = torch.where(selected, ids, torch.full_like(ids, IGNORED))
+    return inputs, labels
+
+
+def masked_lm_loss(logits: torch.Tensor, labels: torch.LongTensor) -> torch.Tensor:
+    """Mean cross-entropy of `logits` (..., vocab) over the positions `labels` selects (IGNORED elsewhere); 0,
+    with zero gradient, when it selects none (a batch with no token drawn), where a plain mean would be NaN."""
+    total = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
+                            ignore_index=IGNORED, reduction="sum")
+    return total / labels.ne(IGNORED).sum().clamp(min=1)
+
+
+def masked_lm_cross_entropy(model, inputs: torch.LongTensor, labels: torch.LongTensor, batch_size: int,
+                            device) -> tuple[float, int]:
+    """Mean cross-entropy (nats per masked token) of masked LM `model` over the selected positions of the masked
+    blocks (`inputs`, `labels` from :func:`mask_tokens`), and their number. Runs in inference mode, the model in
+    eval mode (its training flag is restored after)."""
+    count = int(labels.ne(IGNORED).sum())
+    if inputs.ndim != 2 or inputs.shape != labels.shape or count == 0:
+        raise ValueError(f"inputs and labels must be (n_blocks, context) with a masked position; got shapes "
+                         f"{tuple(inputs.shape)}, {tuple(labels.shape)} and {count} masked")
+    training = model.training
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64)
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(inputs), batch_size):
+                batch = inputs[start:start + batch_size].to(device)
+                targets = labels[start:start + batch_size].to(device)
+                logits = model(input_ids=batch).logits.float()
+                total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                         ignore_index=IGNORED, reduction="sum").double().cpu()
+    finally:
+        model.train(training)
+    return float(total / count), count

@@ -7,6 +7,8 @@ CorruptOutputError before transformers reads it; a model with NaN or inf weights
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Mapping
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -118,15 +120,19 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, **config):
     return _load(AutoModelForCausalLM, model_dir, device, **config)
 
 
-def save_trained_model(model: PreTrainedModel, tokenizer, out_dir: str | Path, log: list[dict], meta: dict[str, Any]
-                       ) -> dict[str, Any]:
+def save_trained_model(model: PreTrainedModel, tokenizer, out_dir: str | Path, log: list[dict], meta: dict[str, Any],
+                       attach: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """A model trained by the workflow (fine-tuned, pretrained) written atomically: save_pretrained weights, the
     tokenizer, its training_log.csv and meta.json, which gains the content hash (training log and meta left
-    out) and a checksum per file (so that `reprsim verify` names a damaged one). Returns the meta written."""
+    out) and a checksum per file (so that `reprsim verify` names a damaged one). `attach`: name -> directory
+    moved into the output under that name after the hash is taken (outputs with a meta.json of their own, such
+    as a pretraining's checkpoints), so the content hash stays the model's own. Returns the meta written."""
     with atomic_directory(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         pd.DataFrame(log).to_csv(tmp / "training_log.csv", index=False)
         meta = {**meta, "content_hash": hash_directory(tmp, skip=FINETUNE_UNHASHED), "checksums": file_checksums(tmp)}
         write_json(tmp / "meta.json", meta)
+        for name, directory in (attach or {}).items():
+            shutil.move(directory, tmp / name)
     return meta

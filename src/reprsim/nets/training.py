@@ -45,9 +45,11 @@ def endless_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generat
 
 
 def train_steps(loss_of: Callable[[object], torch.Tensor], batches: Iterator, optimizer, schedule, steps: int,
-                desc: str, clip: tuple[Iterable[torch.nn.Parameter], float] | None = None) -> tuple[list[dict], float]:
+                desc: str, clip: tuple[Iterable[torch.nn.Parameter], float] | None = None,
+                after_step: Callable[[int, list[dict]], None] | None = None) -> tuple[list[dict], float]:
     """`steps` optimiser steps, each on the loss `loss_of` gives for the next of `batches`; `clip` = (parameters,
-    max norm) clips their gradient first. A progress bar shows the loss. Returns the log (step, loss,
+    max norm) clips their gradient first; `after_step(step, log)`, when given, is called after each step (the
+    gradients cleared), e.g. to save a checkpoint. A progress bar shows the loss. Returns the log (step, loss,
     learning_rate per step) and the seconds taken."""
     clipped = (list(clip[0]), float(clip[1])) if clip is not None else None  # a generator would serve one step only
     log = []
@@ -63,5 +65,7 @@ def train_steps(loss_of: Callable[[object], torch.Tensor], batches: Iterator, op
         optimizer.zero_grad(set_to_none=True)
         log.append({"step": step, "loss": loss.item(), "learning_rate": schedule.get_last_lr()[0]})
         bar.set_postfix(loss=f"{log[-1]['loss']:.4f}")
+        if after_step is not None:
+            after_step(step, log)
     bar.close()
     return log, time.perf_counter() - started

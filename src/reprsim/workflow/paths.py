@@ -91,6 +91,16 @@ DELETION_PROBES = "results/grounding/probes/{dataset}/{model}.parquet"
 MEASURE_TESTS_PART = "results/grounding/measures/{label}.parquet"
 MEASURE_TESTS = "results/tables/measure_tests.parquet"
 
+# what is universal (stage universality): each factor level's share of seed-level similarity per measure and depth,
+# cross-seed similarity over training time and its claims, and the statement written out from them
+UNIVERSALITY = "results/tables/universality.parquet"
+UNIVERSALITY_CONVERGENCE = "results/tables/universality_convergence.parquet"
+UNIVERSALITY_CLAIMS = "results/tables/universality_claims.parquet"
+UNIVERSALITY_STATEMENT = "results/tables/universality_statement.parquet"
+# its figures (the report): the factor × depth matrix of verdicts per measure; cross-seed similarity over training
+UNIVERSALITY_FIGURE = "results/figures/summary/universality.png"
+CONVERGENCE_FIGURE = "results/figures/summary/convergence.png"
+
 REPORT = "results/report/index.html"
 REPORT_PAIRS = "results/report/pairs.html"
 REPORT_MODELS = "results/report/models.html"
@@ -98,6 +108,7 @@ REPORT_ALIGNMENT = "results/report/alignment.html"
 REPORT_ATTENTION = "results/report/attention.html"
 REPORT_STITCHING = "results/report/stitching.html"
 REPORT_MEASURES = "results/report/measures.html"
+REPORT_UNIVERSALITY = "results/report/universality.html"
 
 
 def log(template: str) -> str:
@@ -112,7 +123,7 @@ def log(template: str) -> str:
 # `reprsim verify` names them; a job's own errors do not, so no job's code depends on this table.
 MADE_BY = {
     DATASET: "prepare_dataset",
-    MODEL: "materialize_model or finetune_model or pretrain_model",
+    MODEL: "materialize_model or finetune_model or pretrain_model or checkpoint_model",
     STORE: "extract_activations",
     MODEL_TERMS: "model_terms",
     PAIR_TABLE: "compare_pair", PAIR_RESAMPLES: "compare_pair", PAIR_HEATMAP: "pair_heatmap",
@@ -137,7 +148,10 @@ MADE_BY = {
     MEASURE_AGREEMENT_FIGURE: "measure_agreement_figure",
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
-    REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report",
+    REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report", REPORT_UNIVERSALITY: "report",
+    UNIVERSALITY: "universality", UNIVERSALITY_CONVERGENCE: "universality", UNIVERSALITY_CLAIMS: "universality",
+    UNIVERSALITY_STATEMENT: "universality",
+    UNIVERSALITY_FIGURE: "universality_figure", CONVERGENCE_FIGURE: "convergence_figure",
     PREDICTIONS: "model_predictions", DELETION_PROBES: "deletion_probes", MEASURE_TESTS_PART: "measure_tests", MEASURE_TESTS: "measure_tests_table",
 }
 

@@ -29,6 +29,7 @@ PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm" / "config.y
 
 STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
     "fetch_hub": "data", "prepare_dataset": "data", "materialize_model": "models", "pretrain_model": "models",
+    "checkpoint_model": "models",
     "finetune_model": "finetune", "truncation": "finetune", "skip": "finetune", "layer_views": "finetune",
     "extract_activations": "extract",
     "model_terms": "compare", "compare_pair": "compare", "token_cka": "compare", "compare_attention": "compare",
@@ -168,9 +169,11 @@ def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str], detail_r
             gb["datasets"] += rows * facts.tokens_per_row(dataset) * DATASET_BYTES_PER_TOKEN / 1e9
         except UnknownSize as error:
             unknown.append(str(error))
-    for model in config["models"]:
+    for model, spec in config["models"].items():
+        # a pretrained model's directory also holds its checkpoints, which are copied out as models too
+        copies = 1 + len(spec.get("checkpoints") or []) if spec["source"] == "pretrain" else 1
         try:
-            gb["models"] += 4 * facts.model(model)["n_parameters"] / 1e9
+            gb["models"] += copies * 4 * facts.model(model)["n_parameters"] / 1e9
         except UnknownSize as error:
             unknown.append(str(error))
     for dataset in extraction["datasets"]:

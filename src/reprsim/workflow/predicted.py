@@ -27,7 +27,8 @@ from reprsim.workflow.resources import split_rows
 
 CATALOGUE = Path(__file__).with_name("hub_catalogue.yaml")
 SPLITS = ("train", "validation", "test")
-SAMPLE_SIZES = {"sst2": {"train": 3000, "validation": 500, "test": 872}}  # reprsim/stages/data/samples
+SAMPLE_SIZES = {"sst2": {"train": 3000, "validation": 500, "test": 872},  # reprsim/stages/data/samples
+                "cola": {"train": 3000, "validation": 500, "test": 500}}
 DEFAULT_TOKENS_PER_ROW = 64  # a dataset the catalogue does not list: half the default max_length
 
 # transformers' config defaults of the random-init architectures (model_init.architecture)
@@ -82,7 +83,8 @@ def transformer_facts(config: Mapping) -> dict:
 
 def planned_sizes(raw: Mapping[str, int], spec: Mapping) -> dict[str, int]:
     """Rows per split as prepare_dataset leaves them: splits the source lacks carved from train
-    (split_fractions, 0.1 each by default), then each split capped at max_examples."""
+    (split_fractions, 0.1 each by default), then train's part (about 1/of of it: parts are equal up to
+    repeated texts), then each split capped at max_examples."""
     sizes = {split: int(raw[split]) for split in SPLITS if split in raw}
     if spec["source"] != "sample":
         fractions = spec.get("split_fractions") or {}
@@ -91,6 +93,8 @@ def planned_sizes(raw: Mapping[str, int], spec: Mapping) -> dict[str, int]:
             if split not in sizes:
                 sizes[split] = round(fractions.get(split, 0.1) * train)
                 sizes["train"] -= sizes[split]
+    if spec.get("part"):
+        sizes["train"] = round(sizes["train"] / spec["part"]["of"])
     cap = spec.get("max_examples")
     return {split: min(rows, cap or rows) for split, rows in sizes.items()}
 

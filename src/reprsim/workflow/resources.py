@@ -87,16 +87,27 @@ GPT2_ALIASES = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_at
                 "max_position_embeddings": "n_positions"}  # GPT2Config.attribute_map
 
 
+MASKED_TYPES = 2  # a masked LM's (a BERT's) token types: reprsim.nets.gpt2_as_bert.TYPE_VOCAB_SIZE
+
+
 def pretrain_facts(spec: Mapping, vocab_size: int) -> dict:
     """A pretrained GPT-2's facts before it exists, from its spec (GPT2Config defaults: 768 wide, 12 blocks, MLP
     4x wide; n_positions = context) and its tokenizer's `vocab_size`: token and position embeddings; per block
-    attention 4d² + 4d, MLP 2·d·inner + inner + d and two LayerNorms 4d; a final LayerNorm; the LM head is tied."""
+    attention 4d² + 4d, MLP 2·d·inner + inner + d and two LayerNorms 4d; a final LayerNorm; the LM head is tied.
+    A masked LM (objective masked: the BERT of the same sizes) has the same blocks, a mask token more, token
+    type embeddings and an embedding LayerNorm, and a head of a d × d transform, a LayerNorm and an output
+    bias (its weights tied)."""
     config = {GPT2_ALIASES.get(key, key): value for key, value in (spec.get("config") or {}).items()}
     width, layers = config.get("n_embd", 768), config.get("n_layer", 12)
     inner = config.get("n_inner") or 4 * width
     positions = config.get("n_positions") or spec["context"]
     block = 4 * width * width + 4 * width + 2 * width * inner + inner + width + 4 * width
-    n_parameters = (vocab_size + positions) * width + layers * block + 2 * width
+    if spec.get("objective") == "masked":
+        vocab_size += 1  # the mask token, which the byte-level BPEs lack (an upper bound for a tokenizer with one)
+        embeddings = (vocab_size + positions + MASKED_TYPES) * width + 2 * width
+        n_parameters = embeddings + layers * block + width * width + 3 * width + vocab_size
+    else:
+        n_parameters = (vocab_size + positions) * width + layers * block + 2 * width
     return {"n_parameters": n_parameters, "n_layers": layers, "hidden_size": width, "vocab_size": vocab_size}
 
 
@@ -110,9 +121,10 @@ def pretrain_mem_mb(model: Mapping, spec: Mapping, attempt: int) -> int:
 
 def pretrain_seconds(model: Mapping, spec: Mapping, n_validation: int) -> float:
     """Training steps of batch_size blocks of context tokens (6 FLOPs per parameter per token) and an evaluation
-    pass over the validation split (its rows at most context tokens each: an upper bound)."""
+    pass over the validation split (its rows at most context tokens each: an upper bound) for the final model and
+    for each checkpoint. A checkpoint's own job copies files: a light job."""
     tokens = spec["steps"] * spec["batch_size"] * spec["context"]
-    evaluation = n_validation * spec["context"]
+    evaluation = n_validation * spec["context"] * (1 + len(spec.get("checkpoints") or []))
     return model["n_parameters"] * (6 * tokens + 2 * evaluation) / MODEL_FLOPS
 
 

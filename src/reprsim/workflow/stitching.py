@@ -2,7 +2,10 @@
 
 A configured pair [a, b] is stitched both ways, a into b and b into a, and each model into itself
 (the self-stitch baseline); `pairs: null` pairs every two models fine-tuned on the same dataset and
-every two models pretrained (source pretrain) on the same dataset.
+every two causal LMs pretrained (source pretrain) on the same dataset. A pretraining's checkpoints are left
+out of the default pairs (they would multiply the jobs; name them in `pairs`), and so are masked LMs, which
+language-modelling stitching cannot score: it predicts the next token, which a masked LM's bidirectional
+attention would see.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ class StitchJob(NamedTuple):
     objective: str
 
 
+def _masked(spec: dict) -> bool:
+    return spec.get("source") == "pretrain" and spec.get("objective") == "masked"
+
+
 def default_pairs(models: dict) -> list[tuple[str, str]]:
-    """Every two models trained the same way (fine-tuned, or pretrained) on the same dataset."""
-    return [(a, b) for a, b in combinations(sorted(models), 2)
-            if models[a].get("source") in TRAINED and models[a].get("source") == models[b].get("source")
-            and models[a].get("dataset") == models[b].get("dataset")]
+    """Every two models trained the same way (fine-tuned, or pretrained as causal LMs) on the same dataset,
+    checkpoints left out."""
+    kept = {name: spec for name, spec in models.items() if "checkpoint" not in spec and not _masked(spec)}
+    return [(a, b) for a, b in combinations(sorted(kept), 2)
+            if kept[a].get("source") in TRAINED and kept[a].get("source") == kept[b].get("source")
+            and kept[a].get("dataset") == kept[b].get("dataset")]
 
 
 def _resolve(settings: dict, models: dict, a: str, b: str) -> tuple[str | None, str | None, list[str]]:
@@ -39,6 +48,11 @@ def _resolve(settings: dict, models: dict, a: str, b: str) -> tuple[str | None, 
             problems.append(f"stitching.pairs [{a}, {b}]: objective auto needs two fine-tuned models (classification) "
                             f"or two pretrained ones (language_modeling); these are {' and '.join(sorted(map(str, sources)))}: "
                             "set stitching.objective")
+    if objective == "language_modeling":
+        for name in sorted({a, b}):
+            if _masked(models[name]):
+                problems.append(f"stitching.pairs [{a}, {b}]: {name} is a masked LM (objective masked); language "
+                                "modelling stitching scores the next token, which its bidirectional attention sees")
     dataset = settings.get("dataset")
     if dataset is None:
         own = {models[a].get("dataset"), models[b].get("dataset")}

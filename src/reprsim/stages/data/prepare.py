@@ -23,6 +23,7 @@ from reprsim.io.outputs import atomic_directory, write_json, write_parquet
 from reprsim.io.provenance import file_checksums
 from reprsim.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
 from reprsim.segmentation import WORD_PATTERN, segment_pair
+from reprsim.stages.data.parts import check_part, take_part
 from reprsim.stages.data.validate import (
     SHOWN_ROWS,
     DatasetError,
@@ -252,7 +253,7 @@ def local_split_rows(name: str, spec: dict) -> dict[str, int]:
 # --------------------------------------------------------------------------- sample
 # Small samples of real datasets shipped as package data (samples/README.md says where
 # each comes from and how it was drawn): name -> (label names in class-index order).
-SAMPLES = {"sst2": ["negative", "positive"]}
+SAMPLES = {"sst2": ["negative", "positive"], "cola": ["unacceptable", "acceptable"]}
 _SAMPLE_COLUMNS = {"text": "sentence", "label": "label"}
 
 
@@ -272,7 +273,7 @@ def load_sample(spec: dict, name: str) -> tuple[dict[str, pd.DataFrame], dict[st
         if not entry.is_file():
             raise DatasetError(
                 f"sample {spec['name']!r} lacks {split}.tsv in the installed package ({entry}); "
-                "reinstall reprsim (package data) or rebuild it with samples/make_sst2_sample.py"
+                f"reinstall reprsim (package data) or rebuild it with samples/make_{spec['name']}_sample.py"
             )
         with resources.as_file(entry) as path:
             origin = Origin(name, split, f"sample file {path}", columns=_SAMPLE_COLUMNS)
@@ -382,10 +383,12 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
     """Materialise dataset `name` from its config `spec` into `out_dir`; return meta.
 
     Every source's rows are checked before anything is written (stages/data/validate.py: what is
-    refused with a DatasetError, the label policy, what is only counted in meta["checks"]).
+    refused with a DatasetError, the label policy, what is only counted in meta["checks"]). Order:
+    splits carved out of train, then train's part (stages/data/parts.py), then the max_examples cap.
     """
     source = spec["source"]
     seed = int(spec.get("seed", 0))
+    check_part(name, spec)
     splits, origins = _load(name, spec)
     pair = source in ("local", "hf") and spec["columns"].get("text_pair") is not None
     if source == "builtin":
@@ -398,6 +401,12 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
 
     if source != "sample":   # a sample ships all three splits
         splits = _carve_missing_splits(splits, origins, spec.get("split_fractions") or {}, seed)
+    part = None
+    if spec.get("part"):   # after carving, so every part shares the carved splits; before the cap, so a
+        # capped part is a subset of the part
+        splits["train"], part = take_part(splits["train"], spec["part"], origins["train"])
+        origins["train"] = replace(origins["train"], where=f"part {part['index']} of {part['of']}, "
+                                                           f"{origins['train'].where}")
     if source != "builtin":
         splits = {s: _cap(f, spec.get("max_examples"), seed) for s, f in splits.items()}
     splits = {s: splits[s].copy() for s in SPLITS}
@@ -438,6 +447,7 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         "sizes": {s: len(splits[s]) for s in SPLITS},
         "checks": checks,
         "shortcut": shortcut,
+        "part": part,
         "content_hash": digest.hexdigest(),
         "words": WORDS_META,
     }

@@ -19,43 +19,14 @@ import numpy as np
 import pandas as pd
 
 from reprsim.layers import layer_pairs, model_depths
+from reprsim.pair_series import BLOCK, CELL, oriented
 from reprsim.resampling import interval
 
-CELL = ["model_a", "model_b", "layer_a", "layer_b"]
-BLOCK = ["dataset", "representation"]
 STATISTICS = ("kendall_tau_b", "spearman_rho")
 AGREEMENT_COLUMNS = ["dataset", "representation", "scope", "measure_x", "measure_y", "statistic", "estimate",
                      "ci_low", "ci_high", "n_items", "n", "m"]
 DISCORDANCE_COLUMNS = ["dataset", "representation", "measure_x", "measure_y", "pair_1", "pair_2",
                        "difference_x", "x_low", "x_high", "difference_y", "y_low", "y_high", "strength", "n", "m"]
-
-
-def oriented(pairs: pd.DataFrame, replicates: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The pair tables with one symmetric, similarity-oriented series per measure label (see the module's
-    docstring): columns BLOCK + CELL + measure, value (and replicate, n, m for the replicates). A cell whose
-    direction is undefined (NaN) is undefined in the series."""
-    sign = pairs.groupby("measure")["kind"].first().map({"similarity": 1.0, "distance": -1.0})
-    if sign.isna().any():
-        raise ValueError(f"pairs.parquet: measure(s) {sorted(sign[sign.isna()].index)} have a kind other than "
-                         "similarity or distance")
-
-    def one_series(frame: pd.DataFrame, keys: list[str], extra: list[str]) -> pd.DataFrame:
-        frame = frame.assign(value=frame["value"].to_numpy(float) * frame["measure"].map(sign).to_numpy())
-        grouped = frame.groupby(keys, sort=False)
-        # the mean of both directions, NaN when either is NaN (a plain groupby mean would skip it)
-        total = grouped["value"].sum(min_count=1)
-        defined = grouped["value"].count()
-        rows = grouped["value"].size()
-        value = total.where(defined == rows) / rows
-        result = value.rename("value").reset_index()
-        for column in extra:
-            result[column] = grouped[column].first().to_numpy()
-        return result
-
-    keys = [*BLOCK, *CELL, "measure"]
-    series = one_series(pairs, keys, ["n"])
-    replicate_series = one_series(replicates, [*keys, "replicate"], ["n", "m"])
-    return series, replicate_series
 
 
 @dataclass(frozen=True)
@@ -137,8 +108,7 @@ def rank_agreement(x: np.ndarray, y: np.ndarray, statistic: str) -> float:
     x, y = x[keep], y[keep]
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
-    from scipy import stats  # here, not at the top: the findings job imports this module (`oriented`) and never
-    # calls this, and scipy.stats alone takes 0.5 s to import
+    from scipy import stats  # here, not at the top: scipy.stats alone takes 0.5 s to import
     if statistic == "kendall_tau_b":
         return float(stats.kendalltau(x, y, variant="b").statistic)
     if statistic == "spearman_rho":

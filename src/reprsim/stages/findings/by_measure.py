@@ -11,8 +11,9 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from reprsim.grounding_failures import failed_grounding
 from reprsim.measure_registry import FAMILIES, MEASURES
-from reprsim.stages.findings.agreement import oriented
+from reprsim.pair_series import oriented
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
 from reprsim.stages.findings.profiles import adjacent_layers, finetuning_changes_upper_layers, lower_layers_across_seeds
@@ -38,21 +39,6 @@ def oriented_tables(tables: Tables) -> Tables:
     series, replicate_series = oriented(tables.pairs, tables.replicates)
     return Tables(pairs=series.assign(direction="symmetric", kind="similarity"),
                   replicates=replicate_series.assign(direction="symmetric"))
-
-
-def failed_grounding(grounding: pd.DataFrame | None) -> dict[str, list[str]]:
-    """Measure label -> the grounding tests (test:variant) it failed in this configuration: decision "fail" (the
-    item-level null or the row interval does not clear chance; reprsim.stages.grounding, measure_tests.parquet).
-    A test that is descriptive, has too few items or cannot rank is no failure. A table from before the decisions
-    (no `decision` column): a score whose interval is not beyond its chance level."""
-    if grounding is None or grounding.empty:
-        return {}
-    if "decision" in grounding:
-        failed = grounding[grounding["decision"] == "fail"]
-    else:
-        failed = grounding[grounding["score"].notna() & ~grounding["beyond_chance"].astype(bool)]
-    return {label: sorted(f"{row.test}:{row.variant}" for row in rows.itertuples())
-            for label, rows in failed.groupby("measure")}
 
 
 def findings_by_measure(tables: Tables, setup: Setup, measures: Mapping[str, str], main: pd.DataFrame,

@@ -9,6 +9,7 @@ colour scale (0 to 1).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -22,7 +23,7 @@ from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
 from reprsim.measure_registry import MEASURES as REGISTRY
-from reprsim.stages.report.labels import representation_text
+from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
 
 Tables = dict[str, pd.DataFrame]
@@ -120,8 +121,6 @@ def _undefined_note(ax, rows: pd.DataFrame, values: pd.Series) -> None:
         return
     warning = next((w for w in rows["warning"] if isinstance(w, str) and w), "")
     if warning:
-        import textwrap
-
         ax.text(0.5, 0.5, "undefined:\n" + textwrap.fill(warning, 38), transform=ax.transAxes, ha="center",
                 va="center", fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.6", "pad": 3})
 
@@ -935,6 +934,222 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
     _save(fig, out_path)
 
 
+# ----------------------------------------------------------------- what is universal (stage universality)
+
+THIRDS = ("lower third", "middle third", "upper third")
+FACTOR_NAMES = {"training_time": "training time", "data": "training data"}
+# lower, middle, upper third on the convergence curves: Okabe and Ito's orange, bluish green and blue
+THIRD_COLOURS = {"lower third": "#E69F00", "middle third": "#009E73", "upper third": "#0072B2"}
+THIRD_MARKERS = {"lower third": "o", "middle third": "s", "upper third": "^"}
+
+
+def _level_name(factor: str, level: str) -> str:
+    return f"{FACTOR_NAMES.get(factor, factor)}: {level}"
+
+
+def _headline_order(rows: pd.DataFrame) -> list[str]:
+    """The measures of a universality table: grounded ones first, each group by family (FAMILY_ORDER), in the
+    table's (the configuration's) order within a family."""
+    measures = list(dict.fromkeys(rows["measure"]))
+    first = rows.drop_duplicates("measure").set_index("measure")
+    family = first["family"] if "family" in first else pd.Series("other", index=first.index)
+    headline = first["headline"].astype(bool) if "headline" in first else pd.Series(True, index=first.index)
+    return sorted(measures, key=lambda m: (not headline[m], FAMILY_ORDER.index(family[m]) if family[m] in FAMILY_ORDER
+                                           else len(FAMILY_ORDER), measures.index(m)))
+
+
+def _verdict_legend(fig, top: float, columns: int) -> None:
+    """The verdicts' colours, each with the rule it stands for, under the title."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=colour, edgecolor="0.4", hatch="////" if verdict == "undefined" else None,
+                     label=f"{verdict}: {UNIVERSALITY_VERDICT_RULES[verdict]}")
+               for verdict, colour in UNIVERSALITY_VERDICTS.items()]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=columns, fontsize=8, frameon=False,
+               handlelength=1.6, columnspacing=1.6)
+
+
+def _universality_panel(ax, rows: pd.DataFrame, levels: list[tuple[str, str]], depths: list[str],
+                        labelled: bool) -> None:
+    """One measure's factor-level × depth-third cells, each coloured by its verdict and annotated with u and its
+    interval; a measure that failed a grounding test drawn faded."""
+    from matplotlib.patches import Rectangle
+
+    faded = not bool(rows["headline"].iloc[0]) if "headline" in rows else False
+    cells = rows.set_index(["factor", "level", "depth"])
+    for i, (factor, level) in enumerate(levels):
+        for j, depth in enumerate(depths):
+            key = (factor, level, depth)
+            row = cells.loc[key] if key in cells.index else None
+            verdict = str(row["verdict"]) if row is not None else "undefined"
+            colour = UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white", lw=1.5,
+                                   alpha=0.45 if faded else 1.0))
+            if verdict == "undefined" or row is None or not np.isfinite(row["u"]):
+                ax.add_patch(Rectangle((j, i), 1, 1, **CHANCE_HATCH))
+                ax.text(j + 0.5, i + 0.5, "undefined" if row is not None else "–", ha="center", va="center",
+                        fontsize=7, color="0.35", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+                continue
+            ax.text(j + 0.5, i + 0.5, f"{_two(row['u'])}\n[{_two(row['ci_low'])}, {_two(row['ci_high'])}]",
+                    ha="center", va="center", fontsize=7.5, linespacing=1.25, color="0.45" if faded else "black")
+    factors = [factor for factor, _ in levels]
+    for i in range(1, len(levels)):  # a line between factors
+        if factors[i] != factors[i - 1]:
+            ax.axhline(i, color="0.25", lw=1.2)
+    ax.set_xlim(0, len(depths))
+    ax.set_ylim(len(levels), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(depths))], [d.replace(" third", "\nthird") for d in depths],
+                  fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(len(levels))],
+                  [_level_name(f, lv) for f, lv in levels] if labelled else [], fontsize=8)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
+def universality_matrix(tables: Tables, out_path: str | Path, confidence: float = 0.95, columns: int = 3) -> None:
+    """What is universal: per measure (grounded ones first, grouped by family; a measure that failed a grounding
+    test faded, its title naming the tests), each factor level's share u of seed-level similarity in the lower,
+    middle and upper third of the reference's layers, coloured by its verdict against the margin δ and annotated
+    with u and its interval."""
+    table = tables["table"]
+    thirds = table[table["depth"].isin(THIRDS)]
+    if thirds.empty:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.text(0.5, 0.5, "the universality table has no depth thirds: nothing to show", ha="center", va="center")
+        ax.set_axis_off()
+        _save(fig, out_path)
+        return
+    depths = [d for d in THIRDS if d in set(thirds["depth"])]
+    levels = list(dict.fromkeys(zip(thirds["factor"], thirds["level"])))
+    measures = _headline_order(thirds)
+    columns = min(columns, len(measures))
+    panel_rows = int(np.ceil(len(measures) / columns))
+    # in inches: the level names left of the first column, each panel's cells, above each panel its title (two
+    # lines when it failed grounding) and the thirds (two lines), above all the title and the legend (two lines each)
+    label_width = 0.075 * max(len(_level_name(f, lv)) for f, lv in levels) + 0.3
+    cells_w, cells_h, decoration, gap = 0.95 * len(depths), 0.42 * len(levels), 0.85, 0.3
+    fig_w = label_width + cells_w * columns + gap * (columns - 1) + 0.15
+    n = int(thirds["n"].iloc[0]) if "n" in thirds else None
+    margin = float(thirds["margin"].iloc[0]) if "margin" in thirds else float("nan")
+    where = ""
+    if {"dataset", "representation"} <= set(thirds.columns):
+        where = f"{thirds['dataset'].iloc[0]}, {representation_text(thirds['representation'].iloc[0])}"
+        where += f", n = {n:,} rows" if n else ""
+    # the title and the legend wrap to a narrow figure's width (one or two measures)
+    title = [f"What is universal? u = the share of seed-level similarity a factor level keeps (1 = as alike as "
+             "another seed of the reference, 0 = as alike as the floor)",
+             f"per third of the reference's layers{'; ' + where if where else ''}; cell: u and its {confidence:.0%} "
+             f"interval (row half-samples); colour: the verdict against the margin δ = {margin:g}"]
+    title = "\n".join(textwrap.fill(line, max(60, int(fig_w * 15))) for line in title)
+    legend_columns = 3 if fig_w >= 11 else 2 if fig_w >= 7.5 else 1
+    legend_top = 0.25 + 0.19 * (title.count("\n") + 1)
+    header = legend_top + 0.19 * int(np.ceil(len(UNIVERSALITY_VERDICTS) / legend_columns)) + 0.2
+    fig_h = header + (decoration + cells_h) * panel_rows + 0.1
+    fig, axes = plt.subplots(panel_rows, columns, figsize=(fig_w, fig_h), squeeze=False)
+    fig.subplots_adjust(left=label_width / fig_w, right=1 - 0.15 / fig_w, top=1 - (header + decoration) / fig_h,
+                        bottom=0.1 / fig_h, wspace=gap / cells_w, hspace=decoration / cells_h)
+    for k, (ax, label) in enumerate(zip(axes.flat, measures)):
+        rows = thirds[thirds["measure"] == label]
+        _universality_panel(ax, rows, levels, depths, labelled=k % columns == 0)
+        family = rows["family"].iloc[0] if "family" in rows else ""
+        name = f"{family} · {MEASURE_LABELS.get(label, label)}" if family else MEASURE_LABELS.get(label, label)
+        failed = str(rows["grounding_failed"].iloc[0]) if "grounding_failed" in rows else ""
+        if "headline" in rows and not bool(rows["headline"].iloc[0]):
+            # the tests without their variants (monotonicity:spearman -> monotonicity): a panel's width holds them
+            tests = ", ".join(dict.fromkeys(t.strip().split(":")[0] for t in failed.split(",") if t.strip()))
+            ax.set_title(f"{name}\nfailed grounding: {tests or 'a test'}", fontsize=9, color="0.45")
+        else:
+            ax.set_title(name, fontsize=9, fontweight="bold")
+    for ax in axes.flat[len(measures):]:
+        ax.set_axis_off()
+    fig.suptitle(title, fontsize=10, y=1 - 0.08 / fig_h)
+    _verdict_legend(fig, top=1 - legend_top / fig_h, columns=legend_columns)
+    _save(fig, out_path)
+
+
+def convergence_curves(tables: Tables, out_path: str | Path, measures: dict[str, str] | None = None,
+                       confidence: float = 0.95, columns: int = 4) -> None:
+    """Cross-seed similarity over training (Huh et al. 2024): per grounded measure, the mean similarity of the
+    reference's seed siblings at each checkpoint and at the end of training, one line per third of the layers with
+    its interval band and its last-minus-first claim in the legend; the last panel the validation cross-entropy."""
+    curve = tables["table"]
+    claims = tables.get("claims", pd.DataFrame())
+    curve = curve[curve["depth"].isin(THIRDS)]
+    if curve.empty:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.text(0.5, 0.5, "no checkpoints: no convergence to show", ha="center", va="center")
+        ax.set_axis_off()
+        _save(fig, out_path)
+        return
+    labels = list(dict.fromkeys(curve["measure"]))
+    failed = set()
+    if len(claims) and "headline" in claims:
+        failed = set(claims.loc[~claims["headline"].astype(bool), "measure"])
+    shown = [label for label in labels if label not in failed] or labels
+    shown = sorted(shown, key=lambda m: (FAMILY_ORDER.index(FAMILIES.get((measures or {}).get(m, m), "other")),
+                                         labels.index(m)))
+    rises = {}
+    if len(claims):
+        for row in claims[claims["statistic"] == "last minus first"].itertuples():
+            rises[(row.measure, row.depth)] = (f"{row.verdict}, {'+' if row.estimate >= 0 else '−'}"
+                                               f"{abs(row.estimate):.2f} [{_two(row.ci_low)}, {_two(row.ci_high)}]")
+    panels = len(shown) + 1
+    columns = min(columns, panels)
+    panel_rows = int(np.ceil(panels / columns))
+    fig, axes = plt.subplots(panel_rows, columns, figsize=(3.9 * columns, 3.3 * panel_rows + 0.5), squeeze=False)
+    steps = sorted(set(curve["step"]))
+    log = min(steps) > 0 and max(steps) / min(steps) >= 8
+    ends = curve.drop_duplicates("step").set_index("step")["level"]
+    ticks = [f"{step:g}" + ("\n(end)" if ends.get(step) == "end of training" else "") for step in steps]
+
+    def steps_axis(ax) -> None:
+        if log:
+            ax.set_xscale("log")
+        ax.set_xticks(steps, ticks, fontsize=7)
+        ax.minorticks_off()
+        ax.set_xlabel("optimiser step", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+
+    for ax, label in zip(axes.flat, shown):
+        rows = curve[curve["measure"] == label]
+        for depth in [d for d in THIRDS if d in set(rows["depth"])]:
+            line = rows[rows["depth"] == depth].sort_values("step")
+            colour = THIRD_COLOURS[depth]
+            claim = rises.get((label, depth))
+            ax.plot(line["step"], line["similarity"], marker=THIRD_MARKERS[depth], ms=4, color=colour,
+                    label=f"{depth}" + (f": {claim}" if claim else ""))
+            ax.fill_between(line["step"], line["ci_low"], line["ci_high"], color=colour, alpha=0.2, lw=0)
+        steps_axis(ax)
+        kind = REGISTRY[(measures or {}).get(label, label)].kind if (measures or {}).get(label, label) in REGISTRY \
+            else "similarity"
+        ax.set_ylabel("cross-seed " + ("similarity (distance negated)" if kind == "distance" else "similarity"),
+                      fontsize=8)
+        family = rows["family"].iloc[0] if "family" in rows else ""
+        ax.set_title(f"{family + ' · ' if family else ''}{MEASURE_LABELS.get(label, label)}", fontsize=9)
+        ax.legend(fontsize=6.5, loc="best", title=f"first to last step [{confidence:.0%} interval]", title_fontsize=6.5)
+    ax = axes.flat[len(shown)]
+    loss = curve.drop_duplicates("step").sort_values("step")
+    ax.plot(loss["step"], loss["validation_cross_entropy"], marker="D", ms=4, color="0.25")
+    steps_axis(ax)
+    ax.set_ylabel("validation cross-entropy (nats)", fontsize=8)
+    ax.set_title("the seed siblings' fit (lower = better)", fontsize=9)
+    for other in axes.flat[panels:]:
+        other.set_axis_off()
+    seeds = int(curve["n_seed_pairs"].max()) if "n_seed_pairs" in curve else None
+    n = int(curve["n"].iloc[0]) if "n" in curve else None
+    left_out = sorted(set(labels) - set(shown))
+    fig.suptitle("Cross-seed similarity over training: line = mean over the seed siblings' pairs"
+                 f"{f' ({seeds})' if seeds else ''} at each checkpoint, band = {confidence:.0%} interval (row "
+                 f"half-samples{f', n = {n:,} rows' if n else ''})"
+                 + (f"\nnot shown, having failed a grounding test: {', '.join(left_out)}" if left_out else ""),
+                 fontsize=9)
+    fig.tight_layout()  # makes room for the suptitle too
+    _save(fig, out_path)
+
+
 FIGURES = {
     "heatmap": pair_heatmaps,
     "model_summary": model_summary_figure,
@@ -949,6 +1164,8 @@ FIGURES = {
     "stitch_penalties": stitch_penalties,
     "stitching_summary": stitching_summary,
     "measure_agreement": measure_agreement_figure,
+    "universality": universality_matrix,
+    "convergence": convergence_curves,
 }
 
 

@@ -37,8 +37,8 @@ from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
-from reprsim.measure_registry import MEASURES
-from reprsim.stages.report.labels import representation_text
+from reprsim.measure_registry import FAMILIES, MEASURES
+from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stages.report.render import render_page
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
 
@@ -94,6 +94,11 @@ class ReportInputs:
     discordance: Paths = ()  # model pairs two measures order oppositely
     measure_agreement_figure: Paths = ()
     grounding_tests: tuple[str, ...] = ()  # the tests grounding.tests asked for
+    universality: Paths = ()  # results/tables/universality.parquet: each factor level's share u per measure and depth
+    universality_statement: Paths = ()  # the study's sentences
+    universality_convergence: Paths = ()  # cross-seed similarity over training and its claims (two tables)
+    universality_figure: Paths = ()  # the factor × depth matrix of verdicts per measure
+    convergence_figure: Paths = ()  # cross-seed similarity against the training step
 
     @classmethod
     def from_named(cls, inputs: Mapping[str, str | Iterable[str]], title: str,
@@ -299,6 +304,14 @@ def _model_phrase(meta: Mapping) -> str:
                  f"seed {meta.get('seed')}{score}"
     elif source == "init":
         origin = f"randomly initialised {meta['architecture']}, seed {meta.get('seed')}"
+    elif source == "pretrain":
+        kind = "masked" if meta.get("objective") == "masked" else "causal"
+        step = f", step {meta['step']} of {meta['steps']}" if meta.get("checkpoint") is not None else ""
+        ce = meta.get("validation_cross_entropy")
+        score = (f", validation cross-entropy {ce:.2f} (unigram {meta['unigram_cross_entropy']:.2f})"
+                 if isinstance(ce, (int, float)) else "")
+        origin = f"{kind} LM ({meta['architecture']}) pretrained on {meta.get('dataset', '?')}, seed {meta.get('seed')}" \
+                 f"{step}{score}"
     elif source == "package":
         origin = f"pretrained, from the Python package {spec.get('package', '?')}"
     elif source == "hf":
@@ -333,6 +346,9 @@ def header(inputs: ReportInputs) -> dict:
         "confidence": f"{inputs.confidence:.0%}",
         "models": [{"name": m["name"], "phrase": _model_phrase(m)} for m in metas],
         "generated": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
+        # a universality study's answer opens the page (None without a study)
+        "study": ({"sentences": _statement(inputs), "link": _link(inputs, "universality", PAGES["universality"].title)}
+                  if inputs.universality_statement else None),
     }
 
 
@@ -1098,6 +1114,162 @@ def which_measure(inputs: ReportInputs) -> dict | None:
     return section
 
 
+# ----------------------------------------------------------------- what is universal (stage universality)
+
+THIRDS = ("lower third", "middle third", "upper third")
+FACTOR_NAMES = {"training_time": "training time", "data": "training data"}
+CLAIM_STATISTICS = {"last minus first": "last − first step", "spearman_rho_step": "Spearman ρ with the step",
+                    "spearman_rho_loss": "Spearman ρ with the validation loss falling"}
+
+
+def _statement(inputs: ReportInputs) -> list[str]:
+    """The study's sentences, in the stage's order."""
+    table = read_tables(inputs.universality_statement)
+    return [str(text) for text in table["text"]] if "text" in table else []
+
+
+def _convergence_tables(inputs: ReportInputs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the convergence curve, its claims): the convergence input holds both tables, told apart by their columns
+    (a claim has a statistic)."""
+    curve, claims = pd.DataFrame(), pd.DataFrame()
+    for path in inputs.universality_convergence:
+        table = read_table(path)
+        if "statistic" in table:
+            claims = table
+        else:
+            curve = table
+    return curve, claims
+
+
+def _headline_first(rows: pd.DataFrame) -> list[str]:
+    """The measures of a universality table in the figure's order: grounded ones first, each group by family (the
+    registry's order), in the table's (the configuration's) order within a family."""
+    first = rows.drop_duplicates("measure").reset_index(drop=True)
+    headline = first["headline"].astype(bool) if "headline" in first else pd.Series(True, index=first.index)
+    family = first["family"] if "family" in first else pd.Series("", index=first.index)
+    rank = [FAMILIES.index(f) if f in FAMILIES else len(FAMILIES) for f in family]
+    return [first["measure"][k] for k in sorted(first.index, key=lambda k: (not headline[k], rank[k], k))]
+
+
+def _verdict_legend() -> list[dict]:
+    """Each verdict with its colour (the figure's) and what it says of u's interval."""
+    return [{"verdict": verdict, "colour": colour, "rule": UNIVERSALITY_VERDICT_RULES[verdict]}
+            for verdict, colour in UNIVERSALITY_VERDICTS.items()]
+
+
+def universality_statement(inputs: ReportInputs) -> dict | None:
+    """The study's statement, sentence by sentence, and how to read u (its definition, the floor, the margin δ, what
+    the intervals cover)."""
+    if not inputs.universality_statement:
+        return None
+    return {"sentences": _statement(inputs), "caption": paragraphs("universality")}
+
+
+def _quality(row) -> tuple[str, str]:
+    """A level's quality and the reference seed siblings' range, as shown."""
+    if _number(row.quality) == "–":
+        return "–", ""
+    seeds = (f"seeds {row.reference_quality_low:.3f}–{row.reference_quality_high:.3f}"
+             if _number(row.reference_quality_low) != "–" else "")
+    return f"{row.quality:.3f}", seeds
+
+
+def universality_section(inputs: ReportInputs) -> dict | None:
+    """The factor × depth matrix of verdicts per measure (figure), the verdicts' colours, and the thirds as a table:
+    per factor level (its models, its quality beside the seed siblings') and measure, u with its interval and its
+    verdict in each third."""
+    if not (inputs.universality or inputs.universality_figure):
+        return None
+    table = read_tables(inputs.universality) if inputs.universality else pd.DataFrame()
+    thirds = table[table["depth"].isin(THIRDS)] if len(table) else table
+    where, margin = "", "–"
+    if len(thirds):
+        first = thirds.iloc[0]
+        where = f"{first['dataset']}, {representation_text(first['representation'])}, n = {int(first['n']):,} rows"
+        margin = _number(first["margin"])
+    figures = [Figure(path, f"{where + '; ' if where else ''}cell: u and its {inputs.confidence:.0%} interval; colour: "
+                            f"the verdict against δ = {margin}; faded panels: measures that failed a grounding test "
+                            "(left out of the statement).", alt="what is universal: factor level × depth third, "
+                                                                "per measure", wide=True)
+               for path in inputs.universality_figure]
+    section = {"caption": paragraphs("universality_matrix"), "figures": figures, "legend": _verdict_legend(),
+               "margin": margin, "confidence": f"{inputs.confidence:.0%}", "depths": [], "levels": [],
+               "failed": [], "quality_metric": "quality", "measures_page": _link(inputs, "measures",
+                                                                                       "Which measure?")}
+    if thirds.empty:
+        return section
+    depths = [d for d in THIRDS if d in set(thirds["depth"])]
+    measures = _headline_first(thirds)
+    metrics = [m for m in dict.fromkeys(thirds["quality_metric"]) if isinstance(m, str) and m]
+    cells = thirds.set_index(["factor", "level", "measure", "depth"])
+    levels = []
+    for (factor, level), rows in thirds.groupby(["factor", "level"], sort=False):
+        first = next(rows.itertuples())
+        quality, seeds = _quality(first)
+        shown = []
+        for label in [m for m in measures if m in set(rows["measure"])]:
+            mine = rows[rows["measure"] == label].iloc[0]
+            doubtful = not bool(mine["headline"])
+            row_cells = []
+            for depth in depths:
+                key = (factor, level, label, depth)
+                if key not in cells.index:
+                    row_cells.append(None)
+                    continue
+                cell = cells.loc[key]
+                verdict = str(cell["verdict"])
+                row_cells.append({"value": _with_interval(cell["u"], cell["ci_low"], cell["ci_high"])
+                                  if _number(cell["u"]) != "–" else "undefined",
+                                  "verdict": verdict, "colour": UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")})
+            shown.append({"measure": _measure_name(label), "doubtful": doubtful, "cells": row_cells})
+        levels.append({"factor": FACTOR_NAMES.get(factor, factor), "level": level, "models": str(first.models),
+                       "quality": quality, "seeds": seeds, "note": str(first.quality_note), "measures": shown})
+    failed = thirds.loc[~thirds["headline"].astype(bool), ["measure", "grounding_failed"]].drop_duplicates("measure")
+    section.update(depths=depths, levels=levels,
+                   failed=[{"measure": _measure_name(r.measure), "tests": str(r.grounding_failed)}
+                           for r in failed.itertuples()],
+                   quality_metric=metrics[0] if len(metrics) == 1 else "quality")
+    return section
+
+
+def convergence_section(inputs: ReportInputs) -> dict | None:
+    """Cross-seed similarity over training (figure) and its claims per measure and third: last − first, Spearman ρ
+    with the step and with the validation loss falling, each with its interval and verdict."""
+    if not (inputs.universality_convergence or inputs.convergence_figure):
+        return None
+    curve, claims = _convergence_tables(inputs)
+    where = ""
+    if len(curve):
+        first = curve.iloc[0]
+        where = (f"{first['dataset']}, {representation_text(first['representation'])}, n = {int(first['n']):,} rows; "
+                 f"steps {', '.join(f'{s:g}' for s in sorted(set(curve['step'])))}")
+    figures = [Figure(path, f"{where + '; ' if where else ''}band: the {inputs.confidence:.0%} interval; in the "
+                            "legend, each third's change from the first to the last step with its interval; last "
+                            "panel: the validation cross-entropy of the same models.",
+                      alt="cross-seed similarity over training", wide=True)
+               for path in inputs.convergence_figure]
+    section = {"caption": paragraphs("convergence"), "figures": figures, "table": None, "steps": "",
+               "doubtful": False, "confidence": f"{inputs.confidence:.0%}"}
+    thirds = claims[claims["depth"].isin(THIRDS)] if len(claims) else claims
+    if len(thirds):
+        # one row per measure and third, a column per statistic: its estimate, interval and verdict
+        order = {label: k for k, label in enumerate(_headline_first(thirds))}
+        rows = []
+        for (label, depth), group in sorted(thirds.groupby(["measure", "depth"], sort=False),
+                                            key=lambda item: (order[item[0][0]], THIRDS.index(item[0][1]))):
+            row = {"measure": _measure_name(label) + ("" if bool(group["headline"].iloc[0]) else " †"),
+                   "depth": depth}
+            for claim in group.itertuples():
+                row[f"{CLAIM_STATISTICS.get(claim.statistic, claim.statistic)} [{inputs.confidence:.0%} interval]"] = \
+                    f"{_with_interval(claim.estimate, claim.ci_low, claim.ci_high)}: {claim.verdict}"
+            rows.append(row)
+        first = thirds.iloc[0]
+        section.update(table=pd.DataFrame(rows).fillna("–"), doubtful=not thirds["headline"].astype(bool).all(),
+                       steps=f"from step {int(first['first_step'])} to {int(first['last_step'])}, "
+                             f"{int(first['n_checkpoints'])} points")
+    return section
+
+
 # ----------------------------------------------------------------- pages
 
 Section = Callable[[ReportInputs], "dict | None"]
@@ -1118,6 +1290,12 @@ class Page:
 PAGES: dict[str, Page] = {
     "index": Page("Summary", "findings, model × model summaries, model distances",
                   (header, contents, findings, by_measure, model_summary, model_distance, provenance), ()),  # always written
+    "universality": Page("What is universal?", "the universality study: how much of the similarity seed siblings "
+                                               "share survives a change of one factor (width, depth, data, "
+                                               "objective, training time), per depth third and measure, with "
+                                               "intervals and verdicts; cross-seed similarity over training",
+                         (universality_statement, universality_section, convergence_section),
+                         ("universality", "universality_statement", "universality_figure")),
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "
                   "pair as a table with warnings, localization",

@@ -1,0 +1,33 @@
+"""Snakemake entry point: what is universal, from the pair tables (rules/universality.smk)."""
+import json
+from pathlib import Path
+
+from reprsim.io.logs import tee_to_log
+from reprsim.io.outputs import write_parquet
+from reprsim.io.tables import read_tables
+from reprsim.stages.universality.study import Study, select, statement, universality_tables
+
+with tee_to_log(snakemake.log[0]):
+    config = json.loads(snakemake.params.study)
+    specs = json.loads(snakemake.params.models)
+    registered = json.loads(snakemake.params.measures)
+    labels = config["measures"] or list(registered)
+    ordered = {factor: {level: config["factors"][factor][level] for level in levels}
+               for factor, levels in json.loads(snakemake.params.levels)}
+    study = Study(reference=config["reference"], floor=config["floor"], factors=ordered,
+                  margin=float(config["margin"]), confidence=float(snakemake.params.confidence), specs=specs,
+                  measures={label: registered[label] for label in labels})
+    models = list(specs)
+    where = (snakemake.params.dataset, snakemake.params.representation, labels, models)
+    pairs = select(read_tables([snakemake.input.pairs]), *where)
+    replicates = select(read_tables([snakemake.input.replicates]), *where)
+    metas = {Path(d).name: json.loads((Path(d) / "meta.json").read_text()) for d in snakemake.input.models}
+    grounding = read_tables(snakemake.input.measure_tests) if snakemake.input.measure_tests else None
+    table, curve, claims = universality_tables(pairs, replicates, study, metas, grounding)
+    sentences = statement(table, claims, study)
+    for text in sentences["text"]:
+        print(text, flush=True)
+    write_parquet(snakemake.output.table, table)
+    write_parquet(snakemake.output.convergence, curve)
+    write_parquet(snakemake.output.claims, claims)
+    write_parquet(snakemake.output.statement, sentences)
