@@ -8,10 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprsim.measure_registry import MEASURES
-from reprsim.metrics.api import compute_layers, replicate_layers
+from universality_study import pair_tables
+
 from reprsim.relations import study_errors, study_pairs
-from reprsim.resampling import half_samples
 from reprsim.stages.universality.shares import check_same_rows, verdict
 from reprsim.stages.universality.study import Study, statement, universality_tables
 
@@ -29,24 +28,11 @@ def _layers(signal: np.ndarray, rng: np.random.Generator, fresh: bool = False) -
     return np.stack(out).astype(np.float32)
 
 
-def _tables(models: dict[str, np.ndarray], measures: dict[str, tuple[str, dict]], n_override=None):
-    rows, reps = [], []
+def _tables(models: dict[str, np.ndarray], measures: dict[str, tuple[str, dict]], rows=None):
+    """Every pair's table and replicates, each model with itself too."""
     names = sorted(models)
-    for i, a in enumerate(names):
-        for b in names[i:]:
-            for label, (name, params) in measures.items():
-                values = compute_layers(name, models[a], models[b], **params).values
-                n = n_override.get((a, b), N) if n_override else N
-                indices = half_samples(n, RESAMPLES, seed=0)
-                draws, _ = replicate_layers(name, models[a][:, :n], models[b][:, :n], indices, **params)
-                for la in range(values.shape[0]):
-                    for lb in range(values.shape[1]):
-                        common = {"dataset": "d", "representation": "mean", "model_a": a, "model_b": b,
-                                  "layer_a": la, "layer_b": lb, "measure": label, "direction": "symmetric"}
-                        rows.append({**common, "kind": MEASURES[name].kind, "value": float(values[la, lb]), "n": n})
-                        reps += [{**common, "replicate": r, "value": float(draws[r, la, lb]), "n": n,
-                                  "m": indices.shape[1]} for r in range(RESAMPLES)]
-    return pd.DataFrame(rows), pd.DataFrame(reps)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i:]]
+    return pair_tables(models, pairs, measures, resamples=RESAMPLES, rows=rows)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +88,7 @@ def test_verdicts_at_and_across_each_margin(low, high, expected):
 def test_terms_on_different_rows_are_refused(synthetic):
     _, _, study, models, measures = synthetic
     pairs, replicates = _tables({k: models[k] for k in ("ref-s0", "ref-s1")}, {"linear_cka": measures["linear_cka"]},
-                                n_override={("ref-s0", "ref-s1"): N - 40})
+                                rows={("ref-s0", "ref-s1"): N - 40})
     with pytest.raises(ValueError, match="different rows"):
         check_same_rows(pairs, replicates, "measure 'linear_cka'")
 

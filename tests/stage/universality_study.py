@@ -74,22 +74,25 @@ def models_and_specs(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, di
     return models, specs
 
 
-def pair_tables(models: dict[str, np.ndarray], pairs, measures=MEASURE_SPECS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The pair table and replicates of `pairs`, as aggregate_pairs writes them (one dataset, mean pooling)."""
-    rows, reps = [], []
-    indices = half_samples(N, RESAMPLES, seed=0)
+def pair_tables(models: dict[str, np.ndarray], pairs, measures=MEASURE_SPECS, resamples: int = RESAMPLES,
+                rows: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pair table and replicates of `pairs`, as aggregate_pairs writes them (one dataset, mean pooling); `rows`
+    compares a pair on its first rows only (pair -> n), as a table from another split would be."""
+    table, reps = [], []
     for a, b in pairs:
+        n = (rows or {}).get((a, b), models[a].shape[1])
+        indices = half_samples(n, resamples, seed=0)
         for label, (name, params) in measures.items():
-            values = compute_layers(name, models[a], models[b], **params).values
-            draws, _ = replicate_layers(name, models[a], models[b], indices, **params)
+            values = compute_layers(name, models[a][:, :n], models[b][:, :n], **params).values
+            draws, _ = replicate_layers(name, models[a][:, :n], models[b][:, :n], indices, **params)
             for la in range(values.shape[0]):
                 for lb in range(values.shape[1]):
                     common = {"dataset": "corpus", "representation": "mean", "model_a": a, "model_b": b,
                               "layer_a": la, "layer_b": lb, "measure": label, "direction": "symmetric"}
-                    rows.append({**common, "kind": MEASURES[name].kind, "value": float(values[la, lb]), "n": N})
-                    reps += [{**common, "replicate": r, "value": float(draws[r, la, lb]), "n": N,
-                              "m": indices.shape[1]} for r in range(RESAMPLES)]
-    return pd.DataFrame(rows), pd.DataFrame(reps)
+                    table.append({**common, "kind": MEASURES[name].kind, "value": float(values[la, lb]), "n": n})
+                    reps += [{**common, "replicate": r, "value": float(draws[r, la, lb]), "n": n,
+                              "m": indices.shape[1]} for r in range(resamples)]
+    return pd.DataFrame(table), pd.DataFrame(reps)
 
 
 def study_tables() -> dict[str, pd.DataFrame]:

@@ -30,8 +30,10 @@ import csv
 import random
 from pathlib import Path
 
+# run as a script (its folder first on sys.path), as the SST-2 sample's script is: the same TSV layout and draws
+from make_sst2_sample import stratified, write_tsv
+
 HERE = Path(__file__).resolve().parent
-HEADER = ["sentence", "label"]
 COLUMNS = 4   # source, label, original label (the annotators' mark), sentence
 
 
@@ -43,31 +45,6 @@ def read_tsv(path: Path) -> list[tuple[str, str]]:
     if bad:
         raise ValueError(f"{path}: lines {bad[:5]} are not 'source, label (0/1), original label, sentence'")
     return [(row[3].strip(), row[1]) for row in rows]
-
-
-def write_tsv(path: Path, rows: list[tuple[str, str]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write("\t".join(HEADER) + "\n")
-        for sentence, label in rows:
-            if "\t" in sentence or "\n" in sentence:
-                raise ValueError(f"cannot write {sentence!r} to a TSV without quoting")
-            f.write(f"{sentence}\t{label}\n")
-
-
-def stratified(pool: list[int], labels: list[str], n: int, rng: random.Random) -> list[int]:
-    """n indices from pool, each label keeping its share of the pool (largest remainder)."""
-    by_label: dict[str, list[int]] = {}
-    for i in pool:
-        by_label.setdefault(labels[i], []).append(i)
-    names = sorted(by_label)
-    exact = {lab: n * len(by_label[lab]) / len(pool) for lab in names}
-    counts = {lab: int(exact[lab]) for lab in names}
-    for lab in sorted(names, key=lambda lab: exact[lab] - counts[lab], reverse=True)[: n - sum(counts.values())]:
-        counts[lab] += 1
-    chosen: list[int] = []
-    for lab in names:
-        chosen += rng.sample(by_label[lab], counts[lab])
-    return sorted(chosen)
 
 
 def eligible(rows: list[tuple[str, str]], excluded: set[str]) -> list[int]:
