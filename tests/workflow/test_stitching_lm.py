@@ -84,13 +84,13 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     defined = table[table["verdict"] != "undefined"]
     assert not defined.empty and ((defined["ci_low"] <= defined["u"]) & (defined["u"] <= defined["ci_high"])).all()
     assert (table["n"] == 40).all() and (table["n_seed_pairs"] == 1).all() and (table["n_variant_pairs"] == 2).all()
-    assert (table["quality_metric"] == "validation cross-entropy (nats)").all() and table["quality"].notna().all()
+    assert (table["quality_metric"] == "nats below the unigram reference").all() and table["quality"].notna().all()
     claims = pd.read_parquet(run / "results" / "tables" / "universality_claims.parquet")
     assert {"last minus first"} <= set(claims["statistic"]) and set(claims["first_step"]) == {30}
     checkpoint = yaml.safe_load((run / "results" / "models" / "gpt-gelu-s0@30" / "meta.json").read_text())
     assert checkpoint["step"] == 30 and checkpoint["parent"] == "gpt-gelu-s0"
     statement = pd.read_parquet(run / "results" / "tables" / "universality_statement.parquet")
     sentence = statement.loc[statement["topic"] == "training_time", "text"].iloc[0]
-    assert sentence.startswith("Changing training time (step 30")
+    assert sentence.startswith("Changing training time to step 30 (gpt-gelu-s0@30, gpt-gelu-s1@30) keeps")
     for page in ("index.html", "universality.html"):
         assert "What is universal?" in (run / "results" / "report" / page).read_text()
