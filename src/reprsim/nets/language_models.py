@@ -62,20 +62,28 @@ def lm_cross_entropy(model, blocks: torch.LongTensor, batch_size: int, device) -
         raise ValueError(f"blocks must be (n_blocks ≥ 1, context ≥ 2) token ids; got shape {tuple(blocks.shape)}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be ≥ 1; got {batch_size}")
+    def summed(start: int, stop: int) -> torch.Tensor:
+        batch = blocks[start:stop].to(device)
+        logits = model(input_ids=batch, use_cache=False).logits[:, :-1].float()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum")
+
+    count = int(blocks.shape[0] * (blocks.shape[1] - 1))
+    return _evaluated_sum(model, len(blocks), batch_size, summed) / count, count
+
+
+def _evaluated_sum(model, rows: int, batch_size: int, summed) -> float:
+    """The sum over batches of `rows` of `summed(start, stop)` (a loss summed over the batch), in float64, in
+    inference mode with the model in eval mode (its training flag restored after)."""
     training = model.training
     model.eval()
     total = torch.zeros((), dtype=torch.float64)
     try:
         with torch.inference_mode():
-            for start in range(0, len(blocks), batch_size):
-                batch = blocks[start:start + batch_size].to(device)
-                logits = model(input_ids=batch, use_cache=False).logits[:, :-1].float()
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1), reduction="sum")
-                total += loss.double().cpu()
+            for start in range(0, rows, batch_size):
+                total += summed(start, start + batch_size).double().cpu()
     finally:
         model.train(training)
-    count = int(blocks.shape[0] * (blocks.shape[1] - 1))
-    return float(total / count), count
+    return float(total)
 
 
 def unigram_cross_entropy(train_blocks: torch.LongTensor, blocks: torch.LongTensor, vocab_size: int,
@@ -150,17 +158,9 @@ def masked_lm_cross_entropy(model, inputs: torch.LongTensor, labels: torch.LongT
     if inputs.ndim != 2 or inputs.shape != labels.shape or count == 0:
         raise ValueError(f"inputs and labels must be (n_blocks, context) with a masked position; got shapes "
                          f"{tuple(inputs.shape)}, {tuple(labels.shape)} and {count} masked")
-    training = model.training
-    model.eval()
-    total = torch.zeros((), dtype=torch.float64)
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(inputs), batch_size):
-                batch = inputs[start:start + batch_size].to(device)
-                targets = labels[start:start + batch_size].to(device)
-                logits = model(input_ids=batch).logits.float()
-                total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                         ignore_index=IGNORED, reduction="sum").double().cpu()
-    finally:
-        model.train(training)
-    return float(total / count), count
+    def summed(start: int, stop: int) -> torch.Tensor:
+        logits = model(input_ids=inputs[start:stop].to(device)).logits.float()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[start:stop].to(device).reshape(-1),
+                               ignore_index=IGNORED, reduction="sum")
+
+    return _evaluated_sum(model, len(inputs), batch_size, summed) / count, count

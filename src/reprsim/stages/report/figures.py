@@ -58,6 +58,14 @@ def _save(fig, out_path: str | Path) -> None:
         plt.close(fig)
 
 
+def _nothing_to_show(out_path: str | Path, message: str) -> None:
+    """A small figure saying why a figure has nothing to draw (the report still finds the file it expects)."""
+    fig, ax = plt.subplots(figsize=(6, 1.5))
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    ax.set_axis_off()
+    _save(fig, out_path)
+
+
 def _layout_below_title(fig, lines: int) -> None:
     """tight_layout that keeps the panels below a suptitle of `lines` lines (plain tight_layout lets the first row's
     titles run into it once a figure has many rows of panels)."""
@@ -352,10 +360,7 @@ def model_summary_figure(tables: Tables, out_path: str | Path, dataset: str, rep
         summary = summary[(summary["dataset"] == dataset) & (summary["representation"] == representation)]
     summary = summary[summary["model_a"] != summary["model_b"]]
     if summary.empty:
-        fig, ax = plt.subplots(figsize=(6, 1.5))
-        ax.text(0.5, 0.5, f"fewer than two models on {dataset}: nothing to compare", ha="center", va="center")
-        ax.set_axis_off()
-        _save(fig, out_path)
+        _nothing_to_show(out_path, f"fewer than two models on {dataset}: nothing to compare")
         return
     measures = dict(measures or {})
     labels = list(dict.fromkeys([*[m for m in measures if m in set(summary["measure"])], *summary["measure"]]))
@@ -398,10 +403,7 @@ def model_distance_figure(tables: Tables, out_path: str | Path, label: str) -> N
     from scipy.spatial.distance import squareform
 
     if not matrices:
-        fig, ax = plt.subplots(figsize=(6, 1.5))
-        ax.text(0.5, 0.5, "no two models share a depth: no model distances", ha="center", va="center")
-        ax.set_axis_off()
-        _save(fig, out_path)
+        _nothing_to_show(out_path, "no two models share a depth: no model distances")
         return
     summary = tables.get("summary")
     from matplotlib.colors import Normalize
@@ -880,11 +882,7 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
     table = table[table["statistic"] == "kendall_tau_b"]
     keys = list(table.groupby(["dataset", "representation", "scope"], sort=False).groups)
     if not keys:
-        fig, ax = plt.subplots(figsize=(6, 1.5))
-        ax.text(0.5, 0.5, "fewer than two measures per representation: no agreement to show", ha="center",
-                va="center")
-        ax.set_axis_off()
-        _save(fig, out_path)
+        _nothing_to_show(out_path, "fewer than two measures per representation: no agreement to show")
         return
     cmap = plt.get_cmap("RdBu")
     from matplotlib.colors import Normalize
@@ -1016,10 +1014,7 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
     table = tables["table"]
     thirds = table[table["depth"].isin(THIRDS)]
     if thirds.empty:
-        fig, ax = plt.subplots(figsize=(6, 1.5))
-        ax.text(0.5, 0.5, "the universality table has no depth thirds: nothing to show", ha="center", va="center")
-        ax.set_axis_off()
-        _save(fig, out_path)
+        _nothing_to_show(out_path, "the universality table has no depth thirds: nothing to show")
         return
     depths = [d for d in THIRDS if d in set(thirds["depth"])]
     levels = list(dict.fromkeys(zip(thirds["factor"], thirds["level"])))
@@ -1038,7 +1033,7 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
         where = f"{thirds['dataset'].iloc[0]}, {representation_text(thirds['representation'].iloc[0])}"
         where += f", n = {n:,} rows" if n else ""
     # the title and the legend wrap to a narrow figure's width (one or two measures)
-    title = [f"What is universal? u = the share of seed-level similarity a factor level keeps (1 = as alike as "
+    title = ["What is universal? u = the share of seed-level similarity a factor level keeps (1 = as alike as "
              "another seed of the reference, 0 = as alike as the floor)",
              f"per third of the reference's layers{'; ' + where if where else ''}; cell: u and its {confidence:.0%} "
              f"interval (row half-samples); colour: the verdict against the margin δ = {margin:g}"]
@@ -1078,10 +1073,7 @@ def convergence_curves(tables: Tables, out_path: str | Path, measures: dict[str,
     claims = tables.get("claims", pd.DataFrame())
     curve = curve[curve["depth"].isin(THIRDS)]
     if curve.empty:
-        fig, ax = plt.subplots(figsize=(6, 1.5))
-        ax.text(0.5, 0.5, "no checkpoints: no convergence to show", ha="center", va="center")
-        ax.set_axis_off()
-        _save(fig, out_path)
+        _nothing_to_show(out_path, "no checkpoints: no convergence to show")
         return
     labels = list(dict.fromkeys(curve["measure"]))
     failed = set()

@@ -93,6 +93,16 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     seed_couples = [(a, b) for a, b in seed_couples if a < b]
     floor_couples = cross_seed(study.specs, study.floor, study.reference)
     reference_quality = [quality(metas.get(m, {}))[1] for m in study.reference]
+    low, high = float(np.min(reference_quality)), float(np.max(reference_quality))
+    # each level's models, couples and fit: the same for every measure
+    levels = []
+    for factor, named in study.factors.items():
+        for level, models in named.items():
+            metric, _ = quality(metas.get(models[0], {}))
+            value = float(np.mean([quality(metas.get(m, {}))[1] for m in models]))
+            levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), {
+                "quality_metric": metric, "quality": value, "reference_quality_low": low,
+                "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high)}))
     rows, curve, claims = [], [], []
     groups = depth_groups(reference_depth)
     for label in study.measures:
@@ -105,24 +115,16 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
                   "family": study.family(label), "grounding_failed": ", ".join(failed.get(label, [])),
                   "headline": label not in failed, "n": arrays.n, "m": arrays.m,
                   "n_resamples": int(seeds[1].shape[0])}
-        for factor, levels in study.factors.items():
-            for level, models in levels.items():
-                couples = cross_seed(study.specs, models, study.reference)
-                variant = term(arrays, couples, depths, reference_depth)
-                metric, _ = quality(metas.get(models[0], {}))
-                value = float(np.mean([quality(metas.get(m, {}))[1] for m in models]))
-                low, high = float(np.min(reference_quality)), float(np.max(reference_quality))
-                for depth, layers in groups.items():
-                    rows.append({**common, "factor": factor, "level": level, "models": ", ".join(models),
-                                 "depth": depth, "layer": int(layers[0]) if len(layers) == 1 else -1,
-                                 "relative_depth": float(np.mean(layers) / max(reference_depth, 1)),
-                                 **share(variant, seeds, floor, layers, arrays.n, arrays.m, study.confidence,
-                                         study.margin),
-                                 "margin": study.margin, "n_variant_pairs": len(couples),
-                                 "n_seed_pairs": len(seed_couples), "n_floor_pairs": len(floor_couples),
-                                 "quality_metric": metric, "quality": value, "reference_quality_low": low,
-                                 "reference_quality_high": high,
-                                 "quality_note": _quality_note(factor, metric, value, low, high)})
+        for factor, level, models, couples, fit in levels:
+            variant = term(arrays, couples, depths, reference_depth)
+            for depth, layers in groups.items():
+                rows.append({**common, "factor": factor, "level": level, "models": ", ".join(models),
+                             "depth": depth, "layer": int(layers[0]) if len(layers) == 1 else -1,
+                             "relative_depth": float(np.mean(layers) / max(reference_depth, 1)),
+                             **share(variant, seeds, floor, layers, arrays.n, arrays.m, study.confidence,
+                                     study.margin),
+                             "margin": study.margin, "n_variant_pairs": len(couples),
+                             "n_seed_pairs": len(seed_couples), "n_floor_pairs": len(floor_couples), **fit})
         if "training_time" in study.factors:
             points, found = _convergence(arrays, study, depths, reference_depth, metas, seeds, seed_couples, groups)
             curve += [{**common, **point} for point in points]
@@ -242,17 +244,6 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study) -> pd.Dat
                           "grounding test on these models: " + "; ".join(
                               f"{r.measure} ({r.grounding_failed})" for r in left_out.itertuples()) + "."})
     return pd.DataFrame(sentences, columns=["topic", "level", "text"])
-
-
-def study_from_config(config: Mapping) -> Study:
-    """The Study of a validated configuration."""
-    section = config["universality"]
-    measures = config["measures"]
-    chosen = section.get("measures") or list(measures)
-    return Study(reference=list(section["reference"]), floor=list(section["floor"]),
-                 factors={f: dict(levels) for f, levels in section["factors"].items()},
-                 margin=float(section["margin"]), confidence=float(config["similarity"]["intervals"]["confidence"]),
-                 specs=config["models"], measures={label: measures[label]["measure"] for label in chosen})
 
 
 def select(frame: pd.DataFrame, dataset: str, representation: str, measures: Sequence[str],
