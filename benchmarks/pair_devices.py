@@ -10,7 +10,7 @@ random 4-layer BERT (7 layers of 384 and 5 of 256, as the H100 figures in reprsi
 --width: one value for both models or one each) and config/config.yaml's measures with their draws. Both models'
 terms are prepared on the device and handed to the pair job as a terms store does (Grams too large to store are left
 out and rebuilt by the pair); then each measure runs through the pair job's own function
-(reprsim.stages.compare.pairs._measure_rows):
+(reprsim.pair_engine.measure_rows):
 
 - CPU: one thread, as the workflow's pair jobs run;
 - CUDA: after a warm-up at the first row count (CUDA context, cuBLAS/cuSOLVER handles, kernels: reported apart,
@@ -86,8 +86,8 @@ def run_pair(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torch.
     """Terms seconds per family, the pair job's seconds per measure (Grams rebuilt from the stacks charged to the
     first measure of their family) and its rows, on `device`."""
     from reprsim.metrics import prepared
+    from reprsim.pair_engine import measure_rows
     from reprsim.resampling import half_samples
-    from reprsim.stages.compare.pairs import _measure_rows
 
     measures = measures_of(config, "default")
     rows = stacks[0].shape[1]
@@ -113,7 +113,7 @@ def run_pair(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torch.
     seconds, tables = {}, {}
     for label, spec in measures.items():
         started = time.perf_counter()
-        tables[label] = _measure_rows(label, spec, Xs, Ys, constant_x, constant_y, statistics, [])
+        tables[label] = measure_rows(label, spec, Xs, Ys, constant_x, constant_y, statistics, [])
         _synchronise(device)
         seconds[label] = time.perf_counter() - started + loading
         loading = 0.0
@@ -124,9 +124,9 @@ def cuda_waits(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torc
     """Per measure of one pair job on a GPU, the calls torch's sync debug mode reports as waiting for it."""
     import warnings
 
-    import reprsim.stages.compare.pairs as pairs
+    import reprsim.pair_engine as pairs
 
-    original, counts = pairs._measure_rows, {}
+    original, counts = pairs.measure_rows, {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
 
@@ -137,14 +137,14 @@ def cuda_waits(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torc
             finally:
                 counts[label] = len(caught) - before
 
-        pairs._measure_rows = counted
+        pairs.measure_rows = counted
         torch.cuda.set_sync_debug_mode("warn")
         try:
             with small_decompositions(True):
                 run_pair(config, stacks, device)
         finally:
             torch.cuda.set_sync_debug_mode(0)
-            pairs._measure_rows = original
+            pairs.measure_rows = original
     return counts
 
 
@@ -315,12 +315,12 @@ def counting(counts: collections.Counter, label: list):
 
 def count(config: dict, layers: tuple[int, int], widths: tuple[int, int], rows: int) -> dict:
     """Per measure of one pair job (terms given, as in the workflow): decompositions, waits, host tensors."""
-    import reprsim.stages.compare.pairs as pairs
+    import reprsim.pair_engine as pairs
     from reprsim.metrics import cca
 
     torch.set_num_threads(1)
     counts, label = collections.Counter(), [None]
-    original = pairs._measure_rows
+    original = pairs.measure_rows
 
     def labelled(name, *args, **kwargs):
         label[0] = name
@@ -330,14 +330,14 @@ def count(config: dict, layers: tuple[int, int], widths: tuple[int, int], rows: 
             label[0] = None
 
     stacks = models(layers, widths, rows)
-    pairs._measure_rows = labelled
+    pairs.measure_rows = labelled
     chunk_bytes = getattr(cca, "CPU_CHUNK_BYTES", None)  # (a checkout from before the draws were batched has none)
     cca.CPU_CHUNK_BYTES = 1 << 62  # the draws in the chunks a GPU takes
     try:
         with counting(counts, label):
             run_pair(config, stacks, torch.device("cpu"))
     finally:
-        pairs._measure_rows = original
+        pairs.measure_rows = original
         if chunk_bytes is not None:
             cca.CPU_CHUNK_BYTES = chunk_bytes
     table = collections.defaultdict(collections.Counter)

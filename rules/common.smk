@@ -10,6 +10,7 @@ from reprsim.config import first_label
 from reprsim.relations import recipe
 from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
+from reprsim.workflow import brought
 from reprsim.workflow.codedeps import code_dependencies
 from reprsim.workflow import slurm as slurm_controller
 
@@ -26,9 +27,15 @@ PRETRAINED = sorted(m for m in MODELS
 # a pretrained model's checkpoints (models.NAME.checkpoints: models NAME@STEP, whose spec has `checkpoint`) -> the model
 CHECKPOINT_OF = {m: m.rsplit("@", 1)[0] for m in MODELS
                  if config["models"][m]["source"] == "pretrain" and "checkpoint" in config["models"][m]}
+# models given as stored activations (source: activations): no network, no results/models directory; their store is
+# imported (rule import_activations) on their own dataset, and they take part in the pairs of their pooling only
+BROUGHT = brought.brought_models(config["models"])
 # each model is made by exactly one rule: finetune_model, pretrain_model, checkpoint_model (a copy out of its
-# pretrained model's directory), or materialize_model for the rest
-MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED and m not in PRETRAINED and m not in CHECKPOINT_OF)
+# pretrained model's directory), or materialize_model for the rest but the brought ones, which have none
+MATERIALIZED = sorted(m for m in MODELS if m not in FINETUNED and m not in PRETRAINED and m not in CHECKPOINT_OF
+                      and m not in BROUGHT)
+# the models that have a network (and a results/models directory): extraction runs them
+NETWORKED = brought.network_models(config["models"], MODELS)
 EXTRACT_ON = sorted(config["extraction"]["datasets"])
 REPRESENTATIONS = sorted(config["similarity"]["representations"])
 # Unordered pairs, each model with itself included; names sorted so a pair has one path.
@@ -42,9 +49,9 @@ def unordered(pairs):
 
 
 ALIGN = config["align"]
-ALIGN_PAIRS = (
+ALIGN_PAIRS = brought.taking_part(config["models"], (
     unordered(ALIGN["pairs"]) if ALIGN["pairs"] is not None else DISTINCT_PAIRS
-) if ALIGN["enabled"] else []
+), ALIGN["representation"]) if ALIGN["enabled"] else []
 # Layer injection: models fine-tuned from the same base on the same dataset, each unordered pair once.
 INJECTION_PAIRS = [
     (a, b) for a, b in PAIRS if a < b and a in FINETUNED and b in FINETUNED
@@ -119,15 +126,26 @@ def per_model(template, models):
 
 
 def per_pair(template, representations, datasets, pairs):
+    """`template` for every representation, dataset and pair of `pairs` whose models have a store on that dataset
+    (a brought model only on its own)."""
     return [template.format(representation=r, dataset=d, model_a=a, model_b=b)
-            for r in representations for d in datasets for a, b in pairs]
+            for r in representations for d in datasets for a, b in brought.taking_part(config["models"], pairs,
+                                                                                      dataset=d)]
+
+
+def stores_on(dataset, models=MODELS):
+    """Those of `models` with an activation store on `dataset` (a brought model only on its own)."""
+    return brought.with_store(config["models"], models, dataset)
 
 
 # The pairs each representation compares: similarity.pairs (null: every pair, self pairs too), except that
 # similarity.word.pairs may name fewer for word level (its pair jobs cost more: n words instead of n sentences).
 COMPARED_PAIRS = unordered(config["similarity"]["pairs"]) if config["similarity"]["pairs"] is not None else PAIRS
 WORD_PAIRS = config["similarity"]["word"]["pairs"]
-PAIRS_OF = {r: unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None else COMPARED_PAIRS
+# A brought model (source: activations) is compared at its pooling only: the pairs of other representations, word
+# level included, leave it out.
+PAIRS_OF = {r: brought.taking_part(config["models"], unordered(WORD_PAIRS) if r == "word" and WORD_PAIRS is not None
+                                   else COMPARED_PAIRS, r)
             for r in REPRESENTATIONS}
 
 
@@ -177,8 +195,8 @@ LOCALIZATION = bool(first_label(config["measures"], "neuronsim") and first_label
 
 TARGETS = {
     "datasets": [dataset_dir(d) for d in DATASETS],
-    "models": [model_dir(m) for m in MODELS],
-    "stores": [store(d, m) for d in EXTRACT_ON for m in MODELS],
+    "models": [model_dir(m) for m in NETWORKED],
+    "stores": [store(d, m) for d in EXTRACT_ON for m in stores_on(d)],
     "findings": [paths.FINDINGS],
     "pair_summary": paths.PAIR_SUMMARY,
     "model_summary_figures": [paths.MODEL_SUMMARY_FIGURE.format(representation=r, dataset=d)
@@ -198,7 +216,7 @@ TARGETS = {
     "aligner_tables": per_pair(paths.ALIGNER_TABLE, [ALIGN["representation"]], EXTRACT_ON, ALIGN_PAIRS),
     "aligner_figures": per_pair(paths.ALIGNER_FIGURE, [ALIGN["representation"]], EXTRACT_ON, ALIGN_PAIRS),
     "synthetic_tables": [paths.SYNTHETIC_TABLE.format(dataset=d, model=m) for d in EXTRACT_ON
-                         for m in ALIGN["synthetic"]["models"]] if ALIGN["enabled"] else [],
+                         for m in stores_on(d, ALIGN["synthetic"]["models"])] if ALIGN["enabled"] else [],
     "injection_tables": [paths.INJECTION_TABLE.format(dataset=config["models"][a]["dataset"], model_a=a, model_b=b)
                          for a, b in INJECTION_PAIRS],
 }
@@ -213,7 +231,8 @@ TARGETS["token_tables"] = [paths.TOKEN_TABLES] if TOKEN_PAIRS else []
 # Attention similarity (similarity.attention): the configured pairs (null: every pair of distinct models).
 ATTENTION_SETTINGS = config["similarity"]["attention"]
 ATTENTION_PAIRS = ([] if not ATTENTION_SETTINGS else unordered(ATTENTION_SETTINGS["pairs"])
-                   if ATTENTION_SETTINGS["pairs"] is not None else DISTINCT_PAIRS)
+                   if ATTENTION_SETTINGS["pairs"] is not None  # a brought model has no attention maps
+                   else [(a, b) for a, b in DISTINCT_PAIRS if a in NETWORKED and b in NETWORKED])
 ATTENTION_DETAIL = bool(ATTENTION_SETTINGS and ATTENTION_SETTINGS["detail_layers"])
 
 

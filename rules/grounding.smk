@@ -16,9 +16,12 @@ GROUNDED = list(GROUNDING["measures"] or config["measures"]) if GROUNDING["enabl
 # says so)
 GROUNDING_TESTS = [t for t in GROUNDING["tests"]
                    if t not in ("deletion", "layer") or "train" in config["extraction"]["splits"]]
+# the models the tests compare: those with a network (brought models, source activations, take no part: the tests
+# read their own representation and split, probes and predictions, which a brought model need not have)
+GROUNDING_MODELS = NETWORKED
 # the trained models (random initialisations left out, as ReSi's seed models): monotonicity, Ding's layer and
 # specificity tests compare their layers with their own and their seed siblings'; deletion's default
-TRAINED = [m for m in MODELS if config["models"][m]["source"] != "init"]
+TRAINED = [m for m in GROUNDING_MODELS if config["models"][m]["source"] != "init"]
 MONOTONIC = GROUNDING["monotonicity_models"] or TRAINED
 # the prediction test correlates over the seed siblings of one recipe fine-tuned on the grounding dataset (the largest
 # family, or grounding.prediction.models) and, descriptive, over all of them; it needs three models (three pairs)
@@ -54,7 +57,7 @@ def grounding_setup(label=None):
             "prediction_models": GROUNDING["prediction"]["models"],
             "all_recipes": GROUNDING["prediction"]["all_recipes"],
             "min_items": GROUNDING["min_items"], "null_draws": GROUNDING["null_draws"],
-            "specs": {m: config["models"][m] for m in MODELS}}
+            "specs": {m: config["models"][m] for m in GROUNDING_MODELS}}
 
 
 # The measure's values the pair jobs already computed (rule compare_pair) are read from their tables: a pair's table
@@ -91,7 +94,7 @@ def grounding_pairs(label, shortcut=False):
         read |= {(m, m) for m in MONOTONIC} | {tuple(sorted((a, b))) for a, b in combinations(MONOTONIC, 2)
                                                if recipe(config["models"][a]) == recipe(config["models"][b])}
     if not shortcut and {"prediction", "groups", "seeds"} & set(GROUNDING_TESTS):
-        read |= set(combinations(MODELS, 2))
+        read |= set(combinations(GROUNDING_MODELS, 2))
     dataset = SHORTCUT_DATASET if shortcut else GROUNDING_DATASET
     return [list(pair) for pair in sorted(read & compared_pairs(GROUNDING_REPRESENTATION, dataset))]
 
@@ -151,7 +154,7 @@ rule deletion_probes:
 
 rule measure_tests:
     input:
-        stores=[store(GROUNDING_DATASET, m) for m in MODELS],
+        stores=[store(GROUNDING_DATASET, m) for m in GROUNDING_MODELS],
         shortcut_stores=[store(SHORTCUT_DATASET, m) for m in SHORTCUT_MODELS],
         predictions=[paths.PREDICTIONS.format(dataset=GROUNDING_DATASET, model=m) for m in PREDICTED],
         probes=[paths.DELETION_PROBES.format(dataset=GROUNDING_DATASET, model=m) for m in PROBED],
@@ -169,7 +172,7 @@ rule measure_tests:
     params:
         spec=lambda wildcards: canonical(config["measures"][wildcards.label]),
         setup=lambda wildcards: canonical(grounding_setup(wildcards.label)),
-        models=MODELS,
+        models=GROUNDING_MODELS,
         shortcut_models=SHORTCUT_MODELS,
         predicted=PREDICTED,
         probed=PROBED,

@@ -157,6 +157,20 @@ def _fetch(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _export_activations(args: argparse.Namespace) -> int:
+    """One split's pooled rows of an activation store as a brought model's file (config `source: activations`)."""
+    from reprsim.io.integrity import CorruptOutputError
+    from reprsim.stages.extract.brought import export_activations
+
+    try:
+        written = export_activations(args.store, args.out, split=args.split, pooling=args.pooling, format=args.format)
+    except (CorruptOutputError, FileNotFoundError, KeyError, ValueError) as error:
+        print(f"reprsim export-activations: {error}", file=sys.stderr)
+        return 2
+    print(f"{args.store} ({args.split}, pooled/{args.pooling}) -> {written}")
+    return 0
+
+
 def _measures(args: argparse.Namespace) -> int:
     from reprsim.metrics import catalogue
 
@@ -198,6 +212,16 @@ def main(argv: list[str] | None = None) -> int:
                                 "Hugging Face cache, with sizes (run it where the network is, e.g. a login node)")
     fetch.add_argument("config", help="YAML configuration file")
     fetch.set_defaults(run=_fetch)
+    export = commands.add_parser("export-activations", help="write one split's pooled rows of an activation store "
+                                 "as a brought model's file (models.NAME.source: activations)")
+    export.add_argument("store", help="an activation store, e.g. results/activations/sst2/minilm.zarr")
+    export.add_argument("out", help="what to write: X.npz, X.safetensors, X.zarr, or a directory of .npy files")
+    export.add_argument("--split", default="test", help="the split whose rows are written (default: test)")
+    export.add_argument("--pooling", default="mean", choices=["mean", "cls", "last"],
+                        help="the pooled representation written (default: mean)")
+    export.add_argument("--format", default=None, choices=["npy", "npz", "safetensors", "zarr"],
+                        help="default: from OUT's suffix (.npz, .safetensors, .zarr; else a directory of .npy files)")
+    export.set_defaults(run=_export_activations)
     measures = commands.add_parser("measures", help="every similarity measure with its declared properties "
                                    "(kind, range, symmetry, invariances, rows needed, cost)")
     measures.add_argument("--markdown", action="store_true", help="the docs page (docs/measures.md) instead")

@@ -9,8 +9,8 @@ import pytest
 
 from reprsim.io.store import constant_layers
 from reprsim.metrics import compute_layers
+from reprsim.pair_engine import measure_rows
 from reprsim.resampling import half_samples
-from reprsim.stages.compare.pairs import _measure_rows
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_every_row_has_a_chance_level_and_an_interval_and_constant_layers_are_na
     Xs, Ys = stacks
     params = {"pca_dims": 4} if measure in ("svcca", "pwcca") else {"k": 5} if measure == "mutual_knn" else {}
     replicates = []
-    rows = pd.DataFrame(_measure_rows("m", {"measure": measure, "params": params}, Xs, Ys, constant_layers(Xs),
+    rows = pd.DataFrame(measure_rows("m", {"measure": measure, "params": params}, Xs, Ys, constant_layers(Xs),
                                       constant_layers(Ys), statistics(40), replicates))
     directions = ["a->b", "b->a"] if measure in ("neuronsim", "pwcca") else ["symmetric"]
     assert sorted(rows["direction"].unique()) == sorted(directions) and len(rows) == 6 * len(directions)

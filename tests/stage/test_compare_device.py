@@ -12,7 +12,8 @@ import zarr
 
 from reprsim.io.store import constant_layers
 from reprsim.resampling import half_samples
-from reprsim.stages.compare.pairs import _measure_rows, compare_pair, pair_device
+from reprsim.pair_engine import measure_rows
+from reprsim.stages.compare.pairs import compare_pair, pair_device
 
 N_TEST, N_TRAIN = 60, 10
 MEASURES = {
@@ -72,7 +73,7 @@ def test_the_cpu_path_gives_the_rows_of_measures_fed_the_stored_arrays(stores, o
     statistics = {"chance": CHANCE, "intervals": INTERVALS, "indices": half_samples(N_TEST, 8, 0)}
     rows = []
     for label, spec in MEASURES.items():
-        rows += _measure_rows(label, spec, Xs, Ys, constant_layers(Xs), constant_layers(Ys), statistics, [])
+        rows += measure_rows(label, spec, Xs, Ys, constant_layers(Xs), constant_layers(Ys), statistics, [])
     expected = pd.DataFrame(rows)
     pd.testing.assert_frame_equal(table[expected.columns].reset_index(drop=True), expected)
     metas = [json.loads(m) for m in table["meta"]]

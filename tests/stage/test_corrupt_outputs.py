@@ -74,7 +74,7 @@ def test_a_damaged_chunk_fails_the_read_and_verification(tree, capsys):
     assert code == 1
     assert lines[0] == (f"{STORE}/pooled/mean: content differs from its recorded sha256 (a damaged chunk or "
                         "metadata file). Remake it, in the workflow directory with your usual options: "
-                        f"snakemake --forcerun {STORE} (rule extract_activations)")
+                        f"snakemake --forcerun {STORE} (rule extract_activations or import_activations)")
     assert lines[-1].endswith("1 problem(s), 0 leftover temporary file(s)")
 
 

@@ -42,7 +42,8 @@ def test_the_rule_map_matches_the_rules():
     ("/data/run/results/pairs/mean/tiny/a__b.parquet", ("results/pairs/mean/tiny/a__b.parquet", "compare_pair")),
     ("results/pairs/mean/tiny/a__b.resamples.parquet", ("results/pairs/mean/tiny/a__b.resamples.parquet", "compare_pair")),
     ("results/align/synthetic/tiny/m.parquet", ("results/align/synthetic/tiny/m.parquet", "synthetic_recovery")),
-    ("results/activations/tiny/m.zarr/pooled/mean/c/0/0/0", ("results/activations/tiny/m.zarr", "extract_activations")),
+    ("results/activations/tiny/m.zarr/pooled/mean/c/0/0/0", ("results/activations/tiny/m.zarr",
+                                                            "extract_activations or import_activations")),
     ("results/models/m/model.safetensors", ("results/models/m", "materialize_model or finetune_model or pretrain_model or checkpoint_model")),
     ("results/logs/models/m.log", None),
 ])

@@ -390,10 +390,12 @@ def test_undefined_inputs():
         linear_regression_layers(constant, X, ridge=0.1)
     dead = X.clone()
     dead[0, :, [1, 2]] = 5.0
-    with pytest.raises(ValueError, match="2 zero-variance unit"):
-        hard_correlation_match_layers(X, dead)
-    with pytest.raises(ValueError, match="zero-variance"):
-        soft_matching_layers(dead, X, normalize=True)
-    soft_matching_layers(dead, X)  # a constant unit is a point at the origin: defined
+    # constant units are left out (tests/unit/test_constant_units.py); a layer with none left is an error
+    assert hard_correlation_match_layers(X, dead)[1]["excluded_units"] == {"x": [0], "y": [2]}
+    with pytest.raises(ValueError, match="every unit of Y's layer 0 is constant"):
+        hard_correlation_match_layers(X, constant)
+    with pytest.raises(ValueError, match="every unit of X's layer 0 is constant"):
+        soft_matching_layers(constant, X, normalize=True)
+    assert "excluded_units" not in soft_matching_layers(dead, X)[1]  # a constant unit is a point at the origin
     with pytest.raises(ValueError, match="every row"):
         aligned_cosine_layers(X, torch.zeros(1, 20, 3, dtype=torch.float64))

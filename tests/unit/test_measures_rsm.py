@@ -4,16 +4,19 @@ worked examples, identical inputs, invariances and the errors on bad parameters 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 import scipy.stats
 import torch
+from scipy.spatial.distance import pdist
 
 from reprsim.metrics.rsm import (
     average_ranks,
     dcor_layers,
     eigenspace_overlap_layers,
+    euclidean_distances,
     gulp_layers,
     rsa_layers,
     rsm_norm_difference_layers,
@@ -180,6 +183,79 @@ def test_average_ranks_match_rankdata_with_ties():
     expected = scipy.stats.rankdata(both, method="average", axis=1)
     assert np.array_equal(average_ranks(t(both)).numpy(), expected)
     assert average_ranks(t([[2.0, 2.0, 2.0]])).tolist() == [[2.0, 2.0, 2.0]]
+
+
+def test_average_ranks_tolerance():
+    v = t([0.3, 0.1 + 0.2, 0.7, 0.7 + 1e-3])  # 0.1 + 0.2 is 0.30000000000000004
+    assert average_ranks(v).tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert average_ranks(v, 1e-12).tolist() == [1.5, 1.5, 3.0, 4.0]
+    assert average_ranks(t([1.2e-12, 0.0, 0.6e-12, 1.0]), 1e-12).tolist() == [2.0, 2.0, 2.0, 4.0]  # a run of steps
+    values = t([[1.0, 1.0 + 1e-9, 5.0], [3.0, 1.0, 1.0 + 1e-9]])
+    own = t([[1e-12, 1e-8, 0.0], [0.0, 1e-12, 1e-12]])  # a step takes the larger of its two values' tolerances
+    assert average_ranks(values, own).tolist() == [[1.5, 1.5, 3.0], [3.0, 1.0, 2.0]]
+
+
+# ---------- (1b) ties: RDM entries equal in exact arithmetic rank as ties (issue 41) ----------
+
+def tied_layers():
+    """Integer layers whose RDMs are mostly ties: T's 44 850 Euclidean distances take 29 values."""
+    rng = np.random.default_rng(1)
+    T = rng.integers(0, 3, (300, 8))
+    U = np.concatenate([T[:, :5], rng.integers(0, 3, (300, 5))], axis=1)
+    return T, U
+
+
+def exact_keys(Z, rdm):
+    """An integer layer's RDM triangle in exact arithmetic, as keys ordered as the entries: the squared distance
+    (an integer), or for 1 − cos the rational −sign(p)·p² / (|a|²|b|²), p = <a, b> (correlation: rows d·a − Σa)."""
+    Z = Z.astype(np.int64)
+    if rdm == "correlation":
+        Z = Z.shape[1] * Z - Z.sum(axis=1, keepdims=True)
+    G = Z @ Z.T
+    norms = np.diag(G)
+    i, j = np.triu_indices(len(Z), 1)
+    if rdm == "euclidean":
+        return list(norms[i] + norms[j] - 2 * G[i, j])
+    return [-Fraction(int(np.sign(p)) * int(p) ** 2, int(a) * int(b)) for p, a, b in zip(G[i, j], norms[i], norms[j])]
+
+
+def exact_spearman(Z1, Z2, rdm):
+    def ranks(keys):
+        position = {key: k for k, key in enumerate(sorted(set(keys)))}
+        return scipy.stats.rankdata([position[key] for key in keys])
+    return scipy.stats.spearmanr(ranks(exact_keys(Z1, rdm)), ranks(exact_keys(Z2, rdm))).statistic
+
+
+@pytest.mark.parametrize("rdm", ["euclidean", "correlation", "cosine"])
+def test_rsa_spearman_ties_match_scipy_on_integer_data(rdm):
+    T, U = tied_layers()
+    value = rsa_layers(t(T[None]), t(U[None]), rdm=rdm)[0].item()
+    assert value == pytest.approx(exact_spearman(T, U, rdm), abs=1e-12)
+    a, b = pdist(T, rdm), pdist(U, rdm)
+    if rdm == "euclidean":  # scipy's distances are roots of exact integers: its ties are exact
+        assert value == pytest.approx(0.549888, abs=1e-6)  # as rsatoolbox; 0.550111 with the ties split
+    else:  # scipy's cosine and correlation distances split exact ties by rounding: compared rounded to 1e-9
+        assert len(np.unique(a)) > len(set(exact_keys(T, rdm)))
+        a, b = np.round(a, 9), np.round(b, 9)
+    assert value == pytest.approx(scipy.stats.spearmanr(a, b).statistic, abs=1e-12)
+
+
+@pytest.mark.parametrize("rdm", ["euclidean", "correlation", "cosine"])
+def test_rsa_spearman_matches_scipy_on_continuous_data(rdm):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 12)) * rng.uniform(0.1, 3.0, 12) + 5.0
+    Y = X[:, :6] @ rng.normal(size=(6, 9)) + rng.normal(size=(200, 9))
+    value = rsa_layers(t(X[None]), t(Y[None]), rdm=rdm)[0].item()
+    assert value == pytest.approx(scipy.stats.spearmanr(pdist(X, rdm), pdist(Y, rdm)).statistic, abs=1e-12)
+
+
+def test_euclidean_distances_exact_on_integer_data():
+    T, U = tied_layers()
+    squared = np.sum((T[:, None, :] - T[None, :, :]) ** 2, axis=-1)
+    for offset in (0, 10**6):  # the column medians are data values: shifted integers stay exact
+        assert np.array_equal(euclidean_distances(t(T[None] + offset))[0].numpy(), np.sqrt(squared))
+    assert rsa_layers(t(T[None] + 10**6), t(U[None]), rdm="euclidean")[0].item() == rsa_layers(
+        t(T[None]), t(U[None]), rdm="euclidean")[0].item()
 
 
 @pytest.mark.parametrize("rsm", ["euclidean", "linear"])

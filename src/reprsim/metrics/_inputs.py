@@ -67,3 +67,79 @@ def layer_pair(Xs, Ys) -> tuple[torch.Tensor, torch.Tensor]:
 def centre(X: torch.Tensor) -> torch.Tensor:
     """Column-centred X (works on (..., n, d))."""
     return X - X.mean(dim=-2, keepdim=True)
+
+
+# --- units without variance ------------------------------------------------------------------------
+
+CONSTANT_UNIT = 1e-5  # a unit's std at or below this fraction of its layer's RMS is rounding (= io.store.CONSTANT)
+FLOOR = "1e-5"  # CONSTANT_UNIT as the notes write it
+
+# measures that divide by a unit's own spread, and so leave out the units :func:`constant_units` finds (each takes
+# the masks as `constant`); soft_matching only with normalize=True
+UNIT_VARIANCE = ("neuronsim", "mixedsim", "hard_correlation_match", "soft_matching")
+
+
+def constant_units(Zs: torch.Tensor) -> torch.Tensor:
+    """Boolean mask (..., d) over the units (columns) of Zs (..., n, d) that are constant up to rounding:
+
+        std_j ≤ CONSTANT_UNIT · RMS,   std_j = sqrt(mean_i (z_ij − z̄_j)²),   RMS = sqrt(mean_ij z_ij²)
+
+    in float64, with RMS the layer's own (uncentred) root mean square. Why relative to the layer and why 1e-5:
+    a unit's values are sums over the layer's units (matrix products, LayerNorm's statistics), so their float32
+    rounding scales with the layer, not with the unit: a spread below 1e-5 of the layer's RMS is below what
+    float32 computation and storage leave (each value's own rounding, 2⁻²⁴·|z_ij| ≤ 2⁻²⁴·√d·RMS, stays below the
+    floor for d ≤ 28,000). Z-scoring such a unit divides rounding by rounding and gives its correlations full
+    weight. Exactly constant units (std 0, a LayerNorm gain rounded to 0) and numerically constant ones (float32
+    MiniLM has units with std ~1e-33 of the others) are both caught; an all-zero layer is all constant. It is
+    :func:`reprsim.io.store.constant_layers`'s floor per unit: a layer whose every unit is under it is a constant
+    layer there. A row permutation leaves the mask as it is.
+    """
+    std = centre(Zs).pow(2).mean(dim=-2).sqrt()
+    rms = Zs.pow(2).mean(dim=(-2, -1)).sqrt()
+    return std <= CONSTANT_UNIT * rms.unsqueeze(-1)
+
+
+def kept_units(Zs: torch.Tensor, given: torch.Tensor | None, side: str, measure: str) -> torch.Tensor:
+    """The mask (L, d) of the units of Zs (L, n, d) a measure leaves out: `given` (decided on all rows and passed
+    on to the null's and the interval's draws, so every draw leaves out the same units) or else those of Zs
+    (:func:`constant_units`). A unit not in `given` that is constant on these rows (a half-sample's) makes the
+    draw undefined: a ValueError (the interval leaves the draw out as NaN). So does a layer with no unit left."""
+    found = constant_units(Zs)
+    if given is None:
+        given = found
+    elif (found & ~given).any():
+        raise ValueError(f"{measure}: {int((found & ~given).sum())} unit(s) of {side} are constant on these rows "
+                         "but not on all rows; the value on these rows is undefined")
+    empty = given.all(dim=-1)
+    if empty.any():
+        layer = int(empty.nonzero()[0, 0])
+        raise ValueError(f"{measure}: every unit of {side}'s layer {layer} is constant (std ≤ {FLOOR} × the layer's "
+                         "RMS); nothing is left to compare")
+    return given
+
+
+def excluded_meta(excluded_x: torch.Tensor, excluded_y: torch.Tensor) -> dict:
+    """What a measure records of the units it left out, from the masks (L1, d1), (L2, d2) of X and Y:
+    :func:`counted_meta` of their counts."""
+    return counted_meta(excluded_x.sum(dim=-1).tolist(), excluded_y.sum(dim=-1).tolist(), excluded_x.shape[-1],
+                        excluded_y.shape[-1])
+
+
+def counted_meta(counts_x: list[int], counts_y: list[int], d_x: int, d_y: int, transposed: bool = False) -> dict:
+    """Nothing when no unit is left out; else "excluded_units" {"x": [count per X layer], "y": [count per Y layer]}
+    and, per layer pair, "per_pair" {(i, j): {"excluded_units": {"x": count, "y": count}, "units_note": a sentence
+    where either count is not 0}}; reprsim.metrics.api.describe adds each note to that pair's warning.
+    `transposed`: keyed (Y's layer, X's layer), as the Y→X direction of an X→Y call keys its pairs."""
+    if not any(counts_x) and not any(counts_y):
+        return {}
+    per_pair = {}
+    for i, cx in enumerate(counts_x):
+        for j, cy in enumerate(counts_y):
+            entry = {"excluded_units": {"x": cx, "y": cy}}
+            counted = [f"{count} of {d} units of {side}'s layer"
+                       for count, d, side in ((cx, d_x, "X"), (cy, d_y, "Y")) if count]
+            if counted:
+                entry["units_note"] = (f"{' and '.join(counted)} are constant (std ≤ {FLOOR} × the layer's RMS) "
+                                       "and left out")
+            per_pair[(j, i) if transposed else (i, j)] = entry
+    return {"excluded_units": {"x": counts_x, "y": counts_y}, "per_pair": per_pair}

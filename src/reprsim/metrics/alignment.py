@@ -25,8 +25,10 @@ Where reprsim departs from the public code:
   change netrep's variance-preserving scale c_α, which cancels in the angle (so c_α is not computed).
 - ReSi's LinearRegression(R, R') predicts its first argument from its second; reprsim's X→Y means
   "X predicts Y" and it solves the fit by SVD, not sqrtm/inv, with an optional relative ridge.
-- ReSi's HardCorrelationMatch gives zero-variance units correlation 0; reprsim raises, since a
-  correlation with a constant unit is undefined and 0 would silently drag the mean.
+- ReSi's HardCorrelationMatch gives zero-variance units correlation 0; reprsim leaves units constant up to
+  rounding (reprsim.metrics._inputs.constant_units) out of the matching, since a correlation with a constant
+  unit is undefined and 0 would silently drag the mean; soft matching with normalize=True leaves them out of
+  the transport. The meta counts them ("excluded_units"); a layer with none left raises.
 - ReSi's Procrustes size-and-shape and permutation Procrustes take the square root of
   ‖X‖² + ‖Y‖² − 2·(alignment term), clipping negatives; that loses √eps·‖X‖ to cancellation near 0,
   so reprsim sums the aligned residual itself (permutation; size-and-shape near 0): same value.
@@ -40,7 +42,7 @@ from numbers import Real
 import numpy as np
 import torch
 
-from reprsim.metrics._inputs import centre
+from reprsim.metrics._inputs import centre, excluded_meta, kept_units
 
 RANK_CUTOFF = 1e-10  # relative singular value below which a direction is rounding, not data (as reprsim's CCA)
 EIGVAL_CLIP = 1e-7  # netrep's floor on the eigenvalues of X̃ᵀX̃ (absolute)
@@ -177,33 +179,57 @@ def _unpicked(values: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
     return values[keep].sum()
 
 
-def hard_correlation_match_layers(Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, dict]:
+def hard_correlation_match_layers(Xs: torch.Tensor, Ys: torch.Tensor, constant: tuple | None = None
+                                  ) -> tuple[torch.Tensor, dict]:
     """Mean signed Pearson correlation over the one-to-one unit matching (min(d1, d2) pairs) that maximises
-    the summed correlation (Li et al. 2016), for all layer pairs; the assignment runs on CPU."""
-    # centred units of unit norm: Zxᵀ Zy holds the Pearson correlations
-    Zx, Zy = (_unit_columns(centre(Zs), name, "hard_correlation_match", "; their correlation is undefined")
-              for Zs, name in ((Xs, "X"), (Ys, "Y")))
+    the summed correlation (Li et al. 2016), for all layer pairs; the assignment runs on CPU. Constant units are
+    left out (min(kept1, kept2) pairs, per pair in the meta's "per_pair")."""
+    excluded_x, excluded_y = (kept_units(Zs, None if constant is None else constant[k], side, "hard_correlation_match")
+                              for k, (Zs, side) in enumerate(((Xs, "X"), (Ys, "Y"))))
+    # centred units of unit norm (an excluded one all zeros): Zxᵀ Zy holds the Pearson correlations
+    Zx, Zy = _unit_columns(centre(Xs), excluded_x), _unit_columns(centre(Ys), excluded_y)
     values = []
-    for Z in Zx:
+    for Z, out_x in zip(Zx, excluded_x):
         correlations = Z.T @ Zy  # (L2, d1, d2)
-        values.append(torch.stack([C[_assignment(C)].mean() for C in correlations]))
-    return torch.stack(values), {"matched_units": min(Xs.shape[-1], Ys.shape[-1]), "correlation": "pearson (signed)"}
+        values.append(torch.stack([_matched_mean(C, out_x, out_y) for C, out_y in zip(correlations, excluded_y)]))
+    meta = excluded_meta(excluded_x, excluded_y)
+    for (i, j), entry in meta.get("per_pair", {}).items():
+        entry["matched_units"] = int(min((~excluded_x[i]).sum(), (~excluded_y[j]).sum()))
+    return torch.stack(values), {"matched_units": min(Xs.shape[-1], Ys.shape[-1]), "correlation": "pearson (signed)",
+                                 **meta}
+
+
+def _matched_mean(C: torch.Tensor, out_x: torch.Tensor, out_y: torch.Tensor) -> torch.Tensor:
+    """Mean correlation over the best one-to-one matching of the units not left out (rows, columns of C)."""
+    if out_x.any() or out_y.any():
+        C = C[~out_x][:, ~out_y]
+    return C[_assignment(C)].mean()
 
 
 # --- optimal transport -----------------------------------------------------------------------------
 
-def soft_matching_layers(Xs: torch.Tensor, Ys: torch.Tensor, normalize: bool = False) -> tuple[torch.Tensor, dict]:
+def soft_matching_layers(Xs: torch.Tensor, Ys: torch.Tensor, normalize: bool = False, constant: tuple | None = None
+                         ) -> tuple[torch.Tensor, dict]:
     """W₂ between the units as points of Rⁿ with uniform masses 1/d1 and 1/d2 (Khosla & Williams 2023):
     sqrt(min_P Σ P_kl ‖x_k − y_l‖²), columns centred; with `normalize` also scaled to unit norm (then
     ‖x_k − y_l‖² = 2 − 2 corr_kl). Exact transport on CPU: POT's network simplex (ot.emd), or at d1 = d2 an
     assignment; the plan's cost is then summed over its support from the unit differences themselves,
     which keeps the value exact near 0. At d1 = d2 it equals permutation Procrustes of the centred
-    inputs / √d."""
+    inputs / √d. With `normalize`, constant units are left out (a unit of zero norm has no direction): the
+    masses are uniform over the kept units. Without, a constant unit is a point at the origin, kept."""
     if not isinstance(normalize, bool):
         raise ValueError(f"normalize must be a bool; got {normalize!r}")
     Xc, Yc = centre(Xs), centre(Ys)
+    meta = {"normalize": normalize, "ground_cost": "sqeuclidean", "centred": True}
     if normalize:
-        Xc, Yc = (_unit_columns(Zc, name, "soft_matching with normalize=True") for Zc, name in ((Xc, "X"), (Yc, "Y")))
+        excluded_x, excluded_y = (kept_units(Zs, None if constant is None else constant[k], side,
+                                             "soft_matching with normalize=True")
+                                  for k, (Zs, side) in enumerate(((Xs, "X"), (Ys, "Y"))))
+        Xc, Yc = _unit_columns(Xc, excluded_x), _unit_columns(Yc, excluded_y)
+        if excluded_x.any() or excluded_y.any():
+            values = torch.stack([torch.stack([_transport(X[:, ~out_x], Y[:, ~out_y])
+                                               for Y, out_y in zip(Yc, excluded_y)]) for X, out_x in zip(Xc, excluded_x)])
+            return values, {**meta, **excluded_meta(excluded_x, excluded_y)}
     d1, d2 = Xs.shape[-1], Ys.shape[-1]
     mass_x, mass_y = np.full(d1, 1.0 / d1), np.full(d2, 1.0 / d2)
     sq_x, sq_y = Xc.pow(2).sum(dim=-2), Yc.pow(2).sum(dim=-2)
@@ -217,7 +243,16 @@ def soft_matching_layers(Xs: torch.Tensor, Ys: torch.Tensor, normalize: bool = F
             k, l = torch.as_tensor(k, device=X.device), torch.as_tensor(l, device=X.device)
             row.append((weights * (X[:, k] - Y[:, l]).pow(2).sum(dim=0)).sum())
         values.append(torch.stack(row))
-    return torch.stack(values).sqrt(), {"normalize": normalize, "ground_cost": "sqeuclidean", "centred": True}
+    return torch.stack(values).sqrt(), meta
+
+
+def _transport(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """W₂ of one layer pair of centred units X (n, d1), Y (n, d2), uniform masses (as soft_matching_layers)."""
+    d1, d2 = X.shape[-1], Y.shape[-1]
+    cost = (X.pow(2).sum(dim=0)[:, None] + Y.pow(2).sum(dim=0)[None, :] - 2 * (X.T @ Y)).clamp(min=0).cpu().numpy()
+    k, l, weights = _optimal_plan(cost, np.full(d1, 1.0 / d1), np.full(d2, 1.0 / d2))
+    k, l = torch.as_tensor(k, device=X.device), torch.as_tensor(l, device=X.device)
+    return (torch.as_tensor(weights, device=X.device) * (X[:, k] - Y[:, l]).pow(2).sum(dim=0)).sum().sqrt()
 
 
 def _optimal_plan(cost: np.ndarray, mass_x: np.ndarray, mass_y: np.ndarray):
@@ -235,12 +270,10 @@ def _optimal_plan(cost: np.ndarray, mass_x: np.ndarray, mass_y: np.ndarray):
     return rows, cols, plan[rows, cols]
 
 
-def _unit_columns(Zc: torch.Tensor, name: str, measure: str, why: str = "") -> torch.Tensor:
-    """Centred units `Zc` scaled to unit norm; a zero-variance unit is a ValueError naming how many."""
+def _unit_columns(Zc: torch.Tensor, excluded: torch.Tensor) -> torch.Tensor:
+    """Centred units `Zc` (L, n, d) scaled to unit norm; the `excluded` ones (L, d) all zeros."""
     norms = torch.linalg.vector_norm(Zc, dim=-2, keepdim=True)
-    if (norms == 0).any():
-        raise ValueError(f"{measure}: {name} has {int((norms == 0).sum())} zero-variance unit(s){why}")
-    return Zc / norms
+    return Zc / norms.masked_fill(excluded.unsqueeze(-2), torch.inf)
 
 
 # --- regression ------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from reprsim.metrics import (  # noqa: F401
     statistics,
     subsample,
 )
-from reprsim.metrics._inputs import device_of, dtype_name, layer_pair, pair
+from reprsim.metrics._inputs import (UNIT_VARIANCE, constant_units, counted_meta, device_of, dtype_name, layer_pair,
+                                     pair)
 from reprsim.metrics.cca import cca_layers_from, cca_prepared
 from reprsim.metrics.cka import minibatch_cka_layers
 from reprsim.metrics.neuron import neuronsim_both_layers
@@ -126,25 +127,63 @@ def describe(name: str, params: dict, meta: dict, n: int, d_x: int, d_y: int, dt
     k = sample_size.compared_dimensions(name, params, d_x, d_y, meta)
     if k is not None:
         meta = {**meta, "k": k, **({"warning": w} if (w := sample_size.warning(n, k)) else {})}
+    if "excluded_units" in meta:
+        meta = _with_unit_warnings(meta)
     return {"measure": name, "kind": kind, "symmetric": symmetric, "n": n, "d_x": d_x, "d_y": d_y,
             "dtype": dtype, "device": device, **params, **meta}
 
 
-def _evaluator(name: str, params: dict, forward_only: bool = False) -> Callable:
+def _with_unit_warnings(meta: dict) -> dict:
+    """Each layer pair's note of the units its measure left out (reprsim.metrics._inputs.excluded_meta) added to
+    that pair's warning, after the shared one, joined by "; "."""
+    shared = meta.get("warning")
+    per_pair = {}
+    for pair_key, entry in meta.get("per_pair", {}).items():
+        if entry.get("units_note"):
+            warning = "; ".join(w for w in (entry.get("warning", shared), entry["units_note"]) if w)
+            entry = {**entry, "warning": warning}
+        per_pair[pair_key] = entry
+    return {**meta, "per_pair": per_pair}
+
+
+def unit_masks(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The constant units of both stacks on all rows, for a measure that leaves them out (UNIT_VARIANCE), else None:
+    the null's and the interval's draws then leave out the same units as the value."""
+    return (constant_units(Xs), constant_units(Ys)) if name in UNIT_VARIANCE else None
+
+
+def _backward_units(meta: dict, d_y: int, d_x: int, swap: bool) -> dict:
+    """The Y→X meta's unit counts (:func:`reprsim.metrics._inputs.counted_meta`) from an X→Y call's meta (`swap`)
+    or from the call on (Y, X): Y's units counted as "x", per_pair keyed (X's layer, Y's layer)."""
+    if "excluded_units" not in meta:
+        return meta
+    counts = meta["excluded_units"]
+    first, second = (counts["y"], counts["x"]) if swap else (counts["x"], counts["y"])
+    return {**meta, **counted_meta(first, second, d_y, d_x, transposed=True)}
+
+
+def _evaluator(name: str, params: dict, forward_only: bool = False,
+               constant: tuple[torch.Tensor, torch.Tensor] | None = None) -> Callable:
     """(Xs, Ys) tensors -> ((D, L1, L2) array, [meta per direction]) for `name`; with forward_only,
-    X→Y alone (D = 1), without computing an asymmetric measure's other direction."""
+    X→Y alone (D = 1), without computing an asymmetric measure's other direction. `constant`: the masks of
+    X's and Y's units to leave out (:func:`unit_masks`), given to the measures that take them. The Y→X meta
+    counts the units left out as that direction sees them ("x": Y's), its per_pair keyed (X's layer, Y's) as
+    every meta's."""
     function, _, symmetric = MEASURES[name]
+    given = {} if constant is None else {"constant": constant}
+    swapped = {} if constant is None else {"constant": constant[::-1]}
 
     def evaluate(Xs, Ys):
         if symmetric or (forward_only and name not in BOTH_DIRECTIONS):
-            values, meta = function(Xs, Ys, **params)
+            values, meta = function(Xs, Ys, **params, **given)
             return values.cpu().numpy()[None], [meta]
         if name in BOTH_DIRECTIONS:
-            values, meta = BOTH_DIRECTIONS[name](Xs, Ys, **params)
-            return values.cpu().numpy(), [meta, meta]
-        forward, meta_forward = function(Xs, Ys, **params)
-        backward, meta_backward = function(Ys, Xs, **params)
-        return np.stack([forward.cpu().numpy(), backward.cpu().numpy().T]), [meta_forward, meta_backward]
+            values, meta = BOTH_DIRECTIONS[name](Xs, Ys, **params, **given)
+            return values.cpu().numpy(), [meta, _backward_units(meta, Ys.shape[-1], Xs.shape[-1], swap=True)]
+        forward, meta_forward = function(Xs, Ys, **params, **given)
+        backward, meta_backward = function(Ys, Xs, **params, **swapped)
+        return (np.stack([forward.cpu().numpy(), backward.cpu().numpy().T]),
+                [meta_forward, _backward_units(meta_backward, Ys.shape[-1], Xs.shape[-1], swap=False)])
 
     return evaluate
 
@@ -198,7 +237,8 @@ def directed_null(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, *
     observed = directed_layers(name, Xs, Ys, **params)
     Xs_t, Ys_t = _inputs(Xs, Ys)
     perms = permutation.permutations(Ys_t.shape[1], n_permutations, seed, Ys_t.device)
-    draws, route = permutation.null_draws(name, Xs_t, Ys_t, perms, _evaluator(name, params), **params)
+    evaluate = _evaluator(name, params, constant=unit_masks(name, Xs_t, Ys_t))
+    draws, route = permutation.null_draws(name, Xs_t, Ys_t, perms, evaluate, **params)
     statistics, source = null_statistics(name, params, observed.values, draws, Xs_t.shape[1])
     metas = [{**meta, "n_permutations": n_permutations, "seed": seed, "null_route": route, "null_mean_from": source}
              for meta in observed.metas]
@@ -240,7 +280,8 @@ def directed_replicates(name: str, Xs, Ys, indices: np.ndarray, **params) -> tup
     reprsim.resampling.interval."""
     check_params(name, params)
     Xs_t, Ys_t = _inputs(Xs, Ys)
-    return subsample.replicate_draws(name, Xs_t, Ys_t, np.asarray(indices), _evaluator(name, params), **params)
+    evaluate = _evaluator(name, params, constant=unit_masks(name, Xs_t, Ys_t))
+    return subsample.replicate_draws(name, Xs_t, Ys_t, np.asarray(indices), evaluate, **params)
 
 
 def replicate_layers(name: str, Xs, Ys, indices: np.ndarray, **params) -> tuple[np.ndarray, str]:
@@ -248,6 +289,6 @@ def replicate_layers(name: str, Xs, Ys, indices: np.ndarray, **params) -> tuple[
     not computed where it costs a second evaluation."""
     check_params(name, params)
     Xs_t, Ys_t = _inputs(Xs, Ys)
-    draws, route = subsample.replicate_draws(name, Xs_t, Ys_t, np.asarray(indices),
-                                             _evaluator(name, params, forward_only=True), **params)
+    draws, route = subsample.replicate_draws(name, Xs_t, Ys_t, np.asarray(indices), _evaluator(
+        name, params, forward_only=True, constant=unit_masks(name, Xs_t, Ys_t)), **params)
     return draws[:, 0], route

@@ -14,7 +14,8 @@ checks it) at a fraction of the cost:
 - unchanged (the statistics measures: magnitude, concentricity, uniformity differences): they compare a summary of
   each point cloud and never use the row correspondence, so every draw is the value itself (the registry's
   `correspondence` flag; a test checks it), and none is computed.
-- recompute (every other measure, and cka whose Grams do not fit in memory).
+- recompute (every other measure, and cka whose Grams do not fit in memory). A measure that leaves constant
+  units out leaves out those of the unpermuted rows in every draw (reprsim.metrics.api.unit_masks).
 """
 
 from __future__ import annotations

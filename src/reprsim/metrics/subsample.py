@@ -17,8 +17,10 @@ except where said:
   rebuilds each subsample's Grams with every layer's bandwidth set on all rows, as gram-rows keeps it, so the
   interval does not depend on the memory budget).
 
-A replicate where the measure is undefined (a neuron constant on the subsample, CCA with
-k_x + k_y above m − 1) is NaN and left out of the interval.
+A replicate where the measure is undefined (CCA with k_x + k_y above m − 1; for a measure that
+leaves constant units out, a unit constant on the subsample but not on all rows: every replicate
+leaves out the units constant on all rows, reprsim.metrics._inputs.kept_units) is NaN and left out
+of the interval.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def replicate_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, indices: np.n
     for r, idx in enumerate(rows):
         try:
             values = evaluate(Xs[:, idx], Ys[:, idx])[0]
-        except ValueError:  # undefined on this subsample (a constant neuron): left out
+        except ValueError:  # undefined on this subsample (a unit constant on it alone): left out
             continue
         if draws is None:
             draws = np.full((len(rows), *values.shape), np.nan)

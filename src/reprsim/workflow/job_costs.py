@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from reprsim.workflow import pair_work
+from reprsim.workflow import brought, pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.measures import pair_measures, with_draws
 
@@ -179,7 +179,7 @@ def measure_tests_seconds(facts, config, w):
     spec = {**config["measures"][w["label"]], "null_permutations": 0,
             "resamples": grounding["resamples"] or config["similarity"]["intervals"]["resamples"]}
     one = {w["label"]: spec}
-    stores = {m: facts.store(dataset, m) for m in config["models"]}
+    stores = {m: facts.store(dataset, m) for m in brought.network_models(config["models"])}  # brought: no part
     n = next(iter(compared_rows(s, config, "mean") for s in stores.values()))
     widths: dict[int, int] = {}
     for store in stores.values():
@@ -201,7 +201,7 @@ def measure_tests_mem_mb(facts, config, w, attempt):
     """The models' last layers and one model's layers in float64, twice over for the measure's work."""
     grounding = config["grounding"]
     dataset = grounding["dataset"] or (config["extraction"].get("datasets") or sorted(config["datasets"]))[0]
-    stores = [facts.store(dataset, m) for m in config["models"]]
+    stores = [facts.store(dataset, m) for m in brought.network_models(config["models"])]
     n = compared_rows(stores[0], config, "mean")
     floats = sum(s["hidden_size"] for s in stores) * n + max(s["hidden_size"] * (s["n_layers"] + 1) for s in stores) * n
     return int((1000 + 2 * floats * 8 / 1e6) * attempt)

@@ -14,6 +14,8 @@ RESULTS = "results"
 DATASET = "results/datasets/{dataset}"
 MODEL = "results/models/{model}"
 STORE = "results/activations/{dataset}/{model}.zarr"
+# one split's pooled rows of a store as a brought model's file (rule export_activations; format npz or safetensors)
+EXPORT = "results/exports/{dataset}/{model}/{pooling}-{split}.{format}"
 
 # what the measures need of one model's rows alone (Gram terms, principal directions, neighbour lists), once per
 # model: every pair job of the model reads it (reprsim.stages.compare.terms)
@@ -124,7 +126,8 @@ def log(template: str) -> str:
 MADE_BY = {
     DATASET: "prepare_dataset",
     MODEL: "materialize_model or finetune_model or pretrain_model or checkpoint_model",
-    STORE: "extract_activations",
+    STORE: "extract_activations or import_activations",
+    EXPORT: "export_activations",
     MODEL_TERMS: "model_terms",
     PAIR_TABLE: "compare_pair", PAIR_RESAMPLES: "compare_pair", PAIR_HEATMAP: "pair_heatmap",
     TOKEN_TABLE: "token_cka", TOKEN_TABLES: "aggregate_tokens",

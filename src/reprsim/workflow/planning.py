@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reprsim.config import detail_splits
-from reprsim.workflow import job_costs
+from reprsim.workflow import brought, job_costs
 from reprsim.workflow import pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.dag import PlannedJob, planned_jobs
@@ -31,7 +31,7 @@ STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
     "fetch_hub": "data", "prepare_dataset": "data", "materialize_model": "models", "pretrain_model": "models",
     "checkpoint_model": "models",
     "finetune_model": "finetune", "truncation": "finetune", "skip": "finetune", "layer_views": "finetune",
-    "extract_activations": "extract",
+    "extract_activations": "extract", "import_activations": "extract", "export_activations": "extract",
     "model_terms": "compare", "compare_pair": "compare", "token_cka": "compare", "compare_attention": "compare",
     "aggregate_pairs": "compare", "aggregate_tokens": "compare", "aggregate_attention": "compare",
     "model_distances": "compare", "localization_scores": "compare",
@@ -170,6 +170,8 @@ def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str], detail_r
         except UnknownSize as error:
             unknown.append(str(error))
     for model, spec in config["models"].items():
+        if brought.is_brought(spec):  # no model directory
+            continue
         # a pretrained model's directory also holds its checkpoints, which are copied out as models too
         copies = 1 + len(spec.get("checkpoints") or []) if spec["source"] == "pretrain" else 1
         try:
@@ -177,8 +179,12 @@ def disk_gb(config: Mapping, facts: PredictedFacts, unknown: list[str], detail_r
         except UnknownSize as error:
             unknown.append(str(error))
     for dataset in extraction["datasets"]:
-        for model in config["models"]:
+        for model in brought.with_store(config["models"], config["models"], dataset):
             try:
+                if brought.is_brought(config["models"][model]):  # one pooled array, float32 taken
+                    store = facts.store(dataset, model)
+                    gb["stores"] += store["n_examples"] * (store["n_layers"] + 1) * store["hidden_size"] * 4 / 1e9
+                    continue
                 gb["stores"] += store_bytes(facts.store(dataset, model), min(facts.tokens_per_row(dataset),
                                                                              extraction["max_length"]),
                                             extraction, detail if model in detail_readers else [], itemsize) / 1e9

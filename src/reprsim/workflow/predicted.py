@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 
 from reprsim.io.model_files import locate_package_model
+from reprsim.workflow import brought
 from reprsim.workflow.facts import FileFacts, read_json
 from reprsim.workflow.resources import split_rows
 
@@ -152,6 +153,9 @@ class PredictedFacts(FileFacts):
 
     def missing_model(self, name: str, asked: str) -> dict:
         spec = self.config["models"][name]
+        if brought.is_brought(spec):
+            raise UnknownSize(f"model {name!r} is brought activations (source: activations): it has no network, so "
+                              "no model size")
         if spec["source"] == "hf":
             entry = catalogue()["models"].get(spec["id"])
             if entry is None:
@@ -187,7 +191,18 @@ class PredictedFacts(FileFacts):
         extraction = self.config["extraction"]
         sizes = self.dataset_sizes(dataset)
         cap = extraction.get("max_examples")
-        split_sizes = {split: min(sizes.get(split, 0), cap or sizes.get(split, 0)) for split in extraction["splits"]}
+        spec = self.config["models"][model]
+        splits = [s for s in extraction["splits"] if not brought.is_brought(spec) or s in spec["splits"]]
+        split_sizes = {split: min(sizes.get(split, 0), cap or sizes.get(split, 0)) for split in splits}
+        if brought.is_brought(spec):  # the rows extraction would take of its splits; depth and width from its files
+            path = spec["splits"][splits[0]]
+            try:
+                layers, width = brought.declared_shape(path, spec["pooling"])
+            except (OSError, ValueError, KeyError) as error:
+                raise UnknownSize(f"model {model!r}: its brought activations {path} cannot be read yet ({error}), so "
+                                  "their layers and width are unknown; make or fix them first") from error
+            return {"n_examples": sum(split_sizes.values()), "n_layers": layers - 1, "hidden_size": width,
+                    "split_sizes": split_sizes, "poolings": [spec["pooling"]], "tokens": False}
         facts = self.model(model)
         return {"n_examples": split_rows(sizes, extraction["splits"], cap), "n_layers": facts["n_layers"],
                 "hidden_size": facts["hidden_size"], "split_sizes": split_sizes}

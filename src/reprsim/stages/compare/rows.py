@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-import torch
 
 from reprsim.io.store import split_examples, word_rows
 
@@ -61,6 +60,13 @@ def word_matrices(store_a, store_b, split: str, max_words: int | None, seed: int
     return X[:, reached], Y[:, reached], meta, rows_digest(chosen, reached)
 
 
+def split_rows_digest(store, split: str) -> str:
+    """:func:`rows_digest` of a split's pooled rows by their rows in the dataset split (examples/row), not their
+    positions in the store: a store holding other splits before this one (or none, as a brought model's may)
+    rests on the same rows when its split rows are the same."""
+    return rows_digest(store["examples/row"][:][split_examples(store, split)])
+
+
 def rows_digest(examples: np.ndarray, reached: np.ndarray | None = None) -> str:
     """What a comparison's rows are, as a digest: the examples (store row positions) and, at word level, which
     of their words are kept. A model's terms store is used by a pair job only when both digests agree."""
@@ -68,10 +74,3 @@ def rows_digest(examples: np.ndarray, reached: np.ndarray | None = None) -> str:
     if reached is not None:
         digest.update(np.packbits(np.asarray(reached, dtype=bool)).tobytes())
     return digest.hexdigest()
-
-
-def on_device(stack, device: torch.device) -> torch.Tensor:
-    """A layer stack (layers, n, d) as float64 on `device`, converted once (on a GPU: there, so only the
-    stored dtype crosses the bus). A tensor already so is returned as it is."""
-    tensor = stack if isinstance(stack, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(stack))
-    return tensor.to(device).to(torch.float64)

@@ -22,11 +22,12 @@ import torch
 
 from reprsim.io.device import describe, resolve_device
 from reprsim.io.integrity import CorruptOutputError
-from reprsim.io.store import constant_layers, open_store, pooled_rows, split_examples
+from reprsim.io.store import constant_layers, open_store, pooled_rows
 from reprsim.io.terms import read_terms, write_terms
 from reprsim.metrics import cka, prepared
 from reprsim.resampling import half_samples
-from reprsim.stages.compare.rows import chosen_words, model_word_rows, on_device, rows_digest
+from reprsim.pair_engine import on_device
+from reprsim.stages.compare.rows import chosen_words, model_word_rows, rows_digest, split_rows_digest
 from reprsim.workflow.pair_work import GRAM_STORE_BYTES
 
 
@@ -45,7 +46,7 @@ def model_rows(store, representation: str, split: str, words: dict | None) -> tu
     """One model's rows of a comparison (layers, n, d) and their digest: the pooled rows of `split`, or the words
     of the chosen sentences (reprsim.stages.compare.rows.chosen_words) that a token of this model reached."""
     if representation != "word":
-        return pooled_rows(store, representation, split), rows_digest(split_examples(store, split))
+        return pooled_rows(store, representation, split), split_rows_digest(store, split)
     words = {"max_words": None, "seed": 0, **(words or {})}
     chosen = chosen_words(store, split, words["max_words"], int(words["seed"]))
     X, _, reached = model_word_rows(store, chosen)

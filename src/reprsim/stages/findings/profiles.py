@@ -10,6 +10,9 @@ from reprsim.stages.findings.cells import cell, mean_difference, mean_of_units, 
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.table import Claim, judged, not_applicable
 
+# why a layer pair has no value: the pair table's meta says which ("undefined")
+UNDEFINED = "constant layers, or the measure undefined on these rows"
+
 ADJACENT = Claim(
     "adjacent_layers", "Adjacent layers of a model are more similar than distant ones",
     "Phang et al. 2021, §3 (ORIG–ORIG); Ren et al. 2023, §5.1 (Figure 3)",
@@ -61,7 +64,7 @@ def adjacent_layers(tables: Tables, setup: Setup) -> list[dict]:
             if near and far:
                 units[m] = weighted(cells, mean_difference(near, far))
         if not units:
-            rows.append(not_applicable(ADJACENT, "every model's layer pairs are undefined (constant layers)",
+            rows.append(not_applicable(ADJACENT, f"every model's layer pairs are undefined ({UNDEFINED})",
                                        dataset, representation))
             continue
         estimate, low, high, method = mean_of_units(cells, units, setup.confidence, "models", independent=False)
@@ -110,7 +113,7 @@ def _lower_minus_upper(claim: Claim, tables: Tables, setup: Setup, model_pairs: 
             if lower and upper:
                 units[f"{a} vs {b}"] = weighted(cells, mean_difference(lower, upper))
         if not units:
-            rows.append(not_applicable(claim, "every matching layer pair is undefined (constant layers)",
+            rows.append(not_applicable(claim, f"every matching layer pair is undefined ({UNDEFINED})",
                                        dataset, representation))
             continue
         estimate, low, high, method = mean_of_units(cells, units, setup.confidence, unit_name)

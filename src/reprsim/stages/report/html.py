@@ -250,15 +250,29 @@ def _chance_levels(summary: pd.DataFrame, measures: Iterable[str]) -> str:
 # ----------------------------------------------------------------- provenance tables
 
 
-def models_table(model_dirs: Iterable[str]) -> pd.DataFrame:
+def brought_metas(store_paths: Iterable[str]) -> list[dict]:
+    """What the report says of each brought model (source: activations) among the stores, which has no model
+    directory and no meta.json: its store's attrs in a model meta's keys."""
+    metas = []
+    for path in store_paths:
+        attrs = dict(open_store(path).attrs)
+        if attrs.get("source") == "activations":
+            metas.append({"name": attrs["model"], "source": "activations", "architecture": "–",
+                          "n_layers": attrs["n_layers"], "hidden_size": attrs["hidden_size"], "n_parameters": None,
+                          "spec": {"dataset": attrs.get("dataset"), "pooling": attrs["poolings"][0],
+                                   "splits": attrs["split_names"]}})
+    return metas
+
+
+def models_table(model_dirs: Iterable[str], brought: Iterable[Mapping] = ()) -> pd.DataFrame:
     rows = []
-    for directory in model_dirs:
-        meta = read_meta(directory)
+    for meta in [*(read_meta(directory) for directory in model_dirs), *brought]:
         rows.append({
             "model": meta["name"], "source": meta["source"], "parent": meta.get("parent") or "–",
             "tokenizer from": meta.get("tokenizer_from") or "–",
             "seed": meta.get("seed"), "architecture": meta["architecture"], "layers": meta["n_layers"],
-            "width": meta["hidden_size"], "parameters": f"{meta['n_parameters'] / 1e6:.1f} M",
+            "width": meta["hidden_size"],
+            "parameters": f"{meta['n_parameters'] / 1e6:.1f} M" if meta["n_parameters"] is not None else "–",
             "validation accuracy": meta.get("validation_accuracy"),
             "validation MCC": meta.get("validation_matthews_correlation"),
             "train steps": meta.get("steps"), "train s": meta.get("train_seconds"),
@@ -316,6 +330,9 @@ def _model_phrase(meta: Mapping) -> str:
         origin = f"pretrained, from the Python package {spec.get('package', '?')}"
     elif source == "hf":
         origin = f"pretrained, from the hub ({spec.get('id', '?')})"
+    elif source == "activations":  # layer 0 need not be embeddings: layers, not blocks
+        return (f"brought activations, no network ({spec.get('pooling')} pooling of {spec.get('dataset')}'s "
+                f"{', '.join(spec.get('splits') or [])}; {meta['n_layers'] + 1} layers × {meta['hidden_size']})")
     else:
         origin = f"from {source}"
     return f"{origin} ({shape})"
@@ -326,7 +343,7 @@ def _model_phrase(meta: Mapping) -> str:
 
 def header(inputs: ReportInputs) -> dict:
     """The title and, in a few lines, what was compared: models, dataset and rows, measures."""
-    metas = [read_meta(d) for d in inputs.models]
+    metas = [read_meta(d) for d in inputs.models] + brought_metas(inputs.stores)
     datasets = [read_meta(d) for d in inputs.datasets]
     summary = read_tables(inputs.pair_summary) if inputs.pair_summary else pd.DataFrame()
     sizes = sorted({d["sizes"][inputs.split] for d in datasets if d["sizes"].get(inputs.split)})
@@ -476,8 +493,9 @@ def provenance(inputs: ReportInputs) -> dict | None:
     tables = []
     if inputs.datasets:
         tables.append({"title": "Datasets", "table": datasets_table(inputs.datasets)})
-    if inputs.models:
-        tables.append({"title": "Models", "table": models_table(inputs.models)})
+    brought = brought_metas(inputs.stores)
+    if inputs.models or brought:
+        tables.append({"title": "Models", "table": models_table(inputs.models, brought)})
     if inputs.stores:
         tables.append({"title": "Activation stores", "table": stores_table(inputs.stores)})
     if not tables:
