@@ -50,7 +50,8 @@ def api_and_workflow(run: Path, config: dict, dataset: str, models: tuple[str, s
     seconds = time.perf_counter() - started
     theirs = pd.read_parquet(run / PAIR_TABLE.format(representation=representation, dataset=dataset,
                                                                 model_a=a, model_b=b))
-    ours = theirs[KEY].merge(ours, on=KEY, how="left", validate="one_to_one")
+    # in the pair table's row order, the API's column order
+    ours = theirs[KEY].merge(ours, on=KEY, how="left", validate="one_to_one")[list(ours.columns)]
     return ours, theirs, seconds
 
 

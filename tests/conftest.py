@@ -95,6 +95,22 @@ def rerun_copy(workflow: Path, destination: Path) -> Path:
     return destination
 
 
+def write_pooled_store(path, name, pooled, n_train: int, n_test: int):
+    """The parts of an activation store a pair job reads (reprsim.stages.extract's layout): pooled/mean (layers,
+    n_train + n_test, d) and the examples' splits (train rows first, then test)."""
+    import numpy as np
+    import zarr
+
+    root = zarr.open_group(path, mode="w")
+    split = np.repeat([0, 1], [n_train, n_test])
+    examples = root.create_group("examples")
+    for key, values in (("split", split), ("row", np.arange(len(split)))):
+        examples.create_array(key, shape=values.shape, dtype="int64")[:] = values
+    root.create_group("pooled").create_array("mean", shape=pooled.shape, dtype="float32")[:] = pooled
+    root.attrs.update({"model": name, "dataset": "synthetic", "split_names": ["train", "test"], "poolings": ["mean"]})
+    return path
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     from reprsim.stages.models.materialize import locate_package_model

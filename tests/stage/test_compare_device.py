@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import zarr
+from conftest import write_pooled_store
 
 from reprsim.io.store import constant_layers
-from reprsim.resampling import half_samples
 from reprsim.pair_engine import measure_rows
+from reprsim.resampling import half_samples
 from reprsim.stages.compare.pairs import compare_pair, pair_device
 
 N_TEST, N_TRAIN = 60, 10
@@ -33,15 +33,7 @@ NUMBERS = ["value", "null_mean", "null_std", "null_p", "ci_low", "ci_high"]
 
 
 def write_store(path, name, pooled):
-    """The parts of a store a pair job reads (reprsim.stages.extract's layout): pooled/mean, the examples' splits."""
-    root = zarr.open_group(path, mode="w")
-    split = np.repeat([0, 1], [N_TRAIN, N_TEST])
-    examples = root.create_group("examples")
-    for key, values in (("split", split), ("row", np.arange(len(split)))):
-        examples.create_array(key, shape=values.shape, dtype="int64")[:] = values
-    root.create_group("pooled").create_array("mean", shape=pooled.shape, dtype="float32")[:] = pooled
-    root.attrs.update({"model": name, "dataset": "synthetic", "split_names": ["train", "test"], "poolings": ["mean"]})
-    return path
+    return write_pooled_store(path, name, pooled, N_TRAIN, N_TEST)
 
 
 @pytest.fixture(scope="module")

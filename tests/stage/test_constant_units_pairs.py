@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-import zarr
-from conftest import REPO
+from conftest import REPO, write_pooled_store
 
 from reprsim.stages.compare.pairs import compare_pair
 
@@ -23,15 +22,7 @@ MEASURES = {**DEFAULT, "mixedsim": {"measure": "mixedsim"}, "hard_match": {"meas
 
 
 def write_store(path, name, pooled):
-    """The parts of a store a pair job reads (reprsim.stages.extract's layout): pooled/mean, the examples' splits."""
-    root = zarr.open_group(path, mode="w")
-    split = np.repeat([0, 1], [N_TRAIN, N_TEST])
-    examples = root.create_group("examples")
-    for key, values in (("split", split), ("row", np.arange(len(split)))):
-        examples.create_array(key, shape=values.shape, dtype="int64")[:] = values
-    root.create_group("pooled").create_array("mean", shape=pooled.shape, dtype="float32")[:] = pooled
-    root.attrs.update({"model": name, "dataset": "synthetic", "split_names": ["train", "test"], "poolings": ["mean"]})
-    return path
+    return write_pooled_store(path, name, pooled, N_TRAIN, N_TEST)
 
 
 def layer_norm(rng, rows, d, gains):
