@@ -4,9 +4,9 @@
 #   ./bootstrap.sh test                    the fast test tier: tests/unit and tests/stage
 #   ./bootstrap.sh test [pytest args]      pytest with these arguments, e.g. tests/workflow tests/cluster
 #                                          (without a test path: the fast tier with them, e.g. -k cka)
-# PyTorch: an existing installation (CPU or CUDA) is reused; where none is present the
-# CPU build torch==2.13.0 is installed. Set REPRSIM_TORCH_INDEX to a pip index URL that
-# serves CPU wheels if your default index would give you a CUDA build.
+# PyTorch: an existing installation (CPU or CUDA) is reused; where none is present torch==2.13.0
+# is installed from the default package index (on Linux, PyPI serves a CUDA build) or from
+# REPRSIM_TORCH_INDEX, e.g. https://download.pytorch.org/whl/cpu for the CPU build or .../cu126 for CUDA.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,7 +25,7 @@ fi
 py="$venv/bin/python"
 
 if ! "$py" -c "import torch" 2>/dev/null; then
-    echo "bootstrap: installing PyTorch $torch_version (CPU build)"
+    echo "bootstrap: installing PyTorch $torch_version from ${REPRSIM_TORCH_INDEX:-your default package index} (on Linux PyPI serves a CUDA build; REPRSIM_TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU one)"
     "$py" -m pip install --quiet "torch==$torch_version" ${REPRSIM_TORCH_INDEX:+--index-url "$REPRSIM_TORCH_INDEX"}
 fi
 

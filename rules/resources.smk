@@ -10,11 +10,19 @@
 # reprsim.workflow.job_costs (both unit-tested; `reprsim plan` asks the same with predicted facts);
 # here are only the adapters Snakemake calls, (wildcards, input, attempt). The facts come from the
 # inputs' files (reprsim.workflow.facts): one not produced yet names itself, and Snakemake shows <TBD>.
+#
+# runtime is capped at the time limit of the partition the SLURM profile sends the job to
+# (REPRSIM_SLURM_GPU_TIME_LIMIT, REPRSIM_SLURM_CPU_TIME_LIMIT): a retry, which asks for more, would
+# otherwise ask more than the partition allows, and SLURM refuses such a job. `reprsim plan` lists the
+# rules whose estimates exceed the limit.
+import os
+
 from reprsim.workflow import job_costs
 from reprsim.workflow import resources as job_resources
 from reprsim.workflow.facts import FileFacts
 
 FACTS = FileFacts(config)
+TIME_LIMITS = job_resources.time_limits(os.environ)
 
 
 def _mem_mb(rule):
@@ -24,21 +32,25 @@ def _mem_mb(rule):
     return mem_mb
 
 
-def _runtime(rule):
+def _runtime(rule, gpu, group=None):
+    """`gpu`, `group`: the rule's resources.gpu and profile group, which decide its partition there."""
+    limit = TIME_LIMITS[job_resources.partition(gpu, group, os.environ)]
+
     def runtime(wildcards, input, attempt):
-        return job_resources.minutes(job_costs.COSTS[rule][1](FACTS, config, dict(wildcards.items())), attempt)
+        seconds = job_costs.COSTS[rule][1](FACTS, config, dict(wildcards.items()))
+        return job_resources.capped_minutes(seconds, attempt, limit)
 
     return runtime
 
 
-extract_mem_mb, extract_runtime = _mem_mb("extract_activations"), _runtime("extract_activations")
-finetune_mem_mb, finetune_runtime = _mem_mb("finetune_model"), _runtime("finetune_model")
-pretrain_mem_mb, pretrain_runtime = _mem_mb("pretrain_model"), _runtime("pretrain_model")
+extract_mem_mb, extract_runtime = _mem_mb("extract_activations"), _runtime("extract_activations", True)
+finetune_mem_mb, finetune_runtime = _mem_mb("finetune_model"), _runtime("finetune_model", True)
+pretrain_mem_mb, pretrain_runtime = _mem_mb("pretrain_model"), _runtime("pretrain_model", True)
 evaluation_mem_mb = _mem_mb("truncation")
-truncation_runtime, skip_runtime = _runtime("truncation"), _runtime("skip")
-compare_mem_mb, compare_runtime = _mem_mb("compare_pair"), _runtime("compare_pair")
-terms_mem_mb, terms_runtime = _mem_mb("model_terms"), _runtime("model_terms")
-measure_tests_mem_mb, measure_tests_runtime = _mem_mb("measure_tests"), _runtime("measure_tests")
+truncation_runtime, skip_runtime = _runtime("truncation", True), _runtime("skip", True)
+compare_mem_mb, compare_runtime = _mem_mb("compare_pair"), _runtime("compare_pair", False, "pairs")
+terms_mem_mb, terms_runtime = _mem_mb("model_terms"), _runtime("model_terms", False, "terms")
+measure_tests_mem_mb, measure_tests_runtime = _mem_mb("measure_tests"), _runtime("measure_tests", False)
 token_cka_mem_mb = _mem_mb("token_cka")
-align_mem_mb, align_runtime = _mem_mb("align_layers"), _runtime("align_layers")
-stitch_mem_mb, stitch_runtime = _mem_mb("stitch"), _runtime("stitch")
+align_mem_mb, align_runtime = _mem_mb("align_layers"), _runtime("align_layers", True)
+stitch_mem_mb, stitch_runtime = _mem_mb("stitch"), _runtime("stitch", True)

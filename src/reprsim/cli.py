@@ -186,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--schema", default=str(SCHEMA_PATH), help="schema file (default: the repository's)")
     validate.set_defaults(run=_validate)
     plan = commands.add_parser("plan", help="what a config will cost before anything runs: jobs per rule, "
-                               "GPU- and CPU-hours per stage, disk, the largest job's memory, cluster batching")
+                               "GPU- and CPU-hours per stage, disk, the largest job's memory, cluster batching, "
+                               "the rules whose jobs ask for more time than a partition allows "
+                               "(REPRSIM_SLURM_GPU_TIME_LIMIT, REPRSIM_SLURM_CPU_TIME_LIMIT)")
     plan.add_argument("config", help="YAML configuration file")
     plan.add_argument("--directory", default=".", help="working directory the workflow runs in (where results/ "
                       "is; outputs already there are read instead of predicted); default: here")

@@ -3,7 +3,7 @@ from this table: `reprsim measures --markdown`; tests/unit/test_measure_registry
 
 A measure declares: similarity or distance, its range and its value on identical inputs, symmetry, the
 invariances it claims among the five below (derived from the formula as reprsim computes it, at the given
-params: ../shared/docs/measures-reference.md lists where ReSi's own flags are wrong), whether it uses the row
+params, not copied from ReSi's class flags, github.com/mklabunde/resi, some of which the algebra contradicts), whether it uses the row
 correspondence at all (the statistics measures compare each point cloud's summary, so permuting rows changes
 nothing and their permutation null is the value itself), the rows it needs, its cost, and its reference.
 

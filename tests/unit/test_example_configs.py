@@ -16,7 +16,7 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
-from conftest import REPO, planned_jobs
+from conftest import REPO, example_data_root, planned_jobs
 
 from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
 
@@ -40,7 +40,7 @@ def data_root_override(path: Path) -> list[str]:
     root = load_yaml(path).get("data_root")
     if root is None or Path(root).is_absolute():
         return []
-    return ["--config", f"data_root={(REPO / root).resolve()}"]
+    return ["--config", f"data_root={example_data_root(root).resolve()}"]
 
 
 def missing_local_files(path: Path) -> list[Path]:
@@ -49,8 +49,7 @@ def missing_local_files(path: Path) -> list[Path]:
     missing = []
     for spec in config["datasets"].values():
         if spec["source"] == "local":
-            root = Path(spec["data_root"])
-            root = root if root.is_absolute() else REPO / root
+            root = example_data_root(str(spec["data_root"]))
             missing += [root / name for name in spec["files"].values() if not (root / name).is_file()]
     return missing
 

@@ -4,14 +4,16 @@ writes, predicted model sizes match real models, and every hub source of the exa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, SHARED_GLUE, copy_workflow, planned_jobs, snakemake
+from conftest import REPO, SHARED_GLUE, copy_workflow, example_data_root, planned_jobs, snakemake
 
 from reprsim.config import load_yaml, validate_config
 from reprsim.workflow import dag, pair_work, planning
+from reprsim.workflow import resources as r
 from reprsim.workflow.facts import FileFacts
 from reprsim.workflow.predicted import PredictedFacts, catalogue, transformer_facts
 
@@ -38,7 +40,7 @@ def test_the_plan_of_the_default_config(tmp_path, capsys):
     assert main(["plan", str(REPO / "config" / "config.yaml"), "--directory", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for section in ("compute per stage", "GPU-hours", "disk under results/", "largest single job:",
-                    "--group-components"):
+                    "--group-components", "partition time limits"):
         assert section in printed, section
     assert "not priced" not in printed  # the package model and the shipped sample are sized offline
 
@@ -64,7 +66,10 @@ def test_a_local_dataset_is_counted_and_a_missing_file_named(tmp_path, capsys):
     the run directory, it says which file, from where, and nothing is priced."""
     from reprsim.cli import main
 
-    example = REPO / "config" / "examples" / "glue-local.yaml"
+    example = tmp_path / "glue-local.yaml"  # the example with its data_root where the GLUE files are, relative
+    config = yaml.safe_load((REPO / "config" / "examples" / "glue-local.yaml").read_text())
+    config["data_root"] = os.path.relpath(example_data_root(config["data_root"]), REPO)
+    example.write_text(yaml.safe_dump(config, sort_keys=False))
     assert main(["plan", str(example), "--directory", str(REPO)]) == 0
     assert "not priced" not in capsys.readouterr().out
     assert main(["plan", str(example), "--directory", str(tmp_path)]) == 1
@@ -161,3 +166,41 @@ def test_plan_runs_in_a_copy_of_the_workflow(tmp_path, monkeypatch):
     root = copy_workflow(tmp_path / "copy")
     monkeypatch.setenv("REPRSIM_SNAKEFILE", str(root / "Snakefile"))
     assert dag.snakefile() == Path(root / "Snakefile")
+
+
+def test_jobs_over_a_partitions_time_limit_are_listed_with_what_to_do():
+    """A 27-hour fine-tuning under a 48-hour GPU limit: over only on retry (55 h, 82 h), which the profile caps; a
+    60-hour one is over at the first attempt. Pair jobs go to the CPU partition, whose limit they fit."""
+    finetune = dag.PlannedJob("finetune_model", {}, gpu=True, group="gpu")
+    pair = dag.PlannedJob("compare_pair", {}, gpu=False, group="pairs")
+    heatmap = dag.PlannedJob("pair_heatmap", {}, gpu=False, group="pairs")
+    start = planning.JOB_START_S
+    costs = [planning.JobCost(finetune, 1000, start + 27 * 3600, True)] * 2 \
+        + [planning.JobCost(pair, 1000, start + 100, True), planning.JobCost(heatmap, 2000, start, False)]
+    environ = {"REPRSIM_SLURM_GPU_TIME_LIMIT": "2-00:00:00", "REPRSIM_SLURM_CPU_TIME_LIMIT": "30"}
+
+    def plan(costs, environ):
+        return planning.Plan("c.yaml", costs, {}, 30, 0.0, [], r.time_limits(environ), 3, environ)
+
+    over = plan(costs, environ).over_limit()
+    assert over == [{"rule": "finetune_model", "partition": "gpu", "limit": 2880, "asked": [1625, 3250, 4875],
+                     "jobs": 2, "first": 0, "last": 2}]
+    printed = "\n".join(planning.format_time_limits(plan(costs, environ)))
+    assert "finetune_model (gpu, limit 2,880 min): 2 jobs; the longest asks for 1,625, 3,250, 4,875 min" in printed
+    assert "over only on retry" in printed and "over at the first attempt" not in printed
+    # the light heatmap asks for the profile's 10 min per attempt: 30 at the third, within the CPU limit
+    assert "pair_heatmap" not in printed
+    longer = costs + [planning.JobCost(finetune, 1000, start + 60 * 3600, True)]
+    printed = "\n".join(planning.format_time_limits(plan(longer, environ)))
+    assert "over at the first attempt" in printed and "split it" in printed and "higher limit" in printed
+    # with REPRSIM_SLURM_PAIRS_ON_GPU the pair jobs are held to the GPU limit, and a 20 min CPU limit catches
+    # the heatmap's retries
+    assert plan(costs, environ | {"REPRSIM_SLURM_PAIRS_ON_GPU": "1"}).partition(costs[2]) == "gpu"
+    assert [item["rule"] for item in plan(costs, environ | {"REPRSIM_SLURM_CPU_TIME_LIMIT": "20"}).over_limit()] \
+        == ["finetune_model", "pair_heatmap"]
+    assert "every job fits" in "\n".join(planning.format_time_limits(plan(costs[2:], environ)))
+    assert "none given" in "\n".join(planning.format_time_limits(plan(costs, {})))
+
+
+def test_the_profile_retries_are_read():
+    assert planning.profile_retries() == 2

@@ -50,3 +50,11 @@ def test_the_python_page_prints_what_it_shows():
     for (code, shown, _), output in zip(found, printed):
         assert shown is not None, f"a Python block prints nothing the page shows:\n{code}"
         assert output == shown, f"the page shows\n{shown}\nbut the code prints\n{output}\nfor\n{code}"
+
+
+def test_the_readme_s_array_call_prints_what_it_shows():
+    """README, "The first five minutes": the `python -c` call and the table printed under it."""
+    readme = (PAGE.parents[1] / "README.md").read_text()
+    call = re.search(r'```bash\n\.venv/bin/python -c "\n(.*?)"\n```\n\n```text\n(.*?)```', readme, re.S)
+    assert call, "README lost its array call"
+    assert run([call.group(1)]) == [call.group(2)]

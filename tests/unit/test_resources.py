@@ -322,3 +322,59 @@ def test_the_cost_model_knows_when_grams_do_not_fit_in_memory():
     assert all(part.endswith("cross products") for part, _, _ in work)
     assert not any(part.endswith("cross products") for part, _, _ in pair_work.pair_work(linear, 13, 768, 13, 768,
                                                                                          7680, 20, 20, memory_gb=28))
+
+
+# ----------------------------------------------------------------- partition time limits
+def test_a_time_limit_is_read_in_minutes_or_as_slurm_writes_it():
+    for value, minutes in [("2880", 2880), ("2-00:00:00", 2880), ("48:00:00", 2880), ("1-12", 2160),
+                           ("0-0:30", 30), ("90:30", 91), (" 60 ", 60)]:
+        assert r.slurm_minutes(value) == minutes, value
+    for value in ("", "infinite", "UNLIMITED"):
+        assert r.slurm_minutes(value) is None
+    for value in ("2d", "1:2:3:4", "0", "-5", "1-2:3:4:5"):
+        with pytest.raises(ValueError):
+            r.slurm_minutes(value)
+    assert r.time_limits({}) == {"cpu": None, "gpu": None}
+    assert r.time_limits({"REPRSIM_SLURM_GPU_TIME_LIMIT": "2-00:00:00"}) == {"cpu": None, "gpu": 2880}
+    with pytest.raises(ValueError, match="REPRSIM_SLURM_CPU_TIME_LIMIT='two days'"):
+        r.time_limits({"REPRSIM_SLURM_CPU_TIME_LIMIT": "two days"})
+
+
+def test_jobs_go_to_the_partition_the_profile_sends_them_to():
+    assert r.partition(True, "gpu", {}) == "gpu" and r.partition(False, None, {}) == "cpu"
+    # pair and terms jobs: the CPU partition, even asking for a GPU, unless REPRSIM_SLURM_PAIRS_ON_GPU
+    assert r.partition(True, "pairs", {}) == "cpu"
+    assert r.partition(False, "terms", {"REPRSIM_SLURM_PAIRS_ON_GPU": "yes"}) == "gpu"
+
+
+def test_the_retries_runtime_is_capped_at_the_limit():
+    seconds = 27 * 3600  # a fine-tuning of 27 h
+    asked = [r.minutes(seconds, attempt) for attempt in (1, 2, 3)]
+    assert asked == [1625, 3250, 4875]
+    assert [r.capped_minutes(seconds, attempt, 2880) for attempt in (1, 2, 3)] == [1625, 2880, 2880]
+    assert [r.capped_minutes(seconds, attempt, None) for attempt in (1, 2, 3)] == asked
+
+
+def test_the_rules_runtime_is_capped_at_its_partitions_limit(monkeypatch):
+    """rules/resources.smk, as Snakemake loads it: each rule's runtime capped at the limit of its partition."""
+    monkeypatch.setenv("REPRSIM_SLURM_GPU_TIME_LIMIT", "2-00:00:00")
+    monkeypatch.setenv("REPRSIM_SLURM_CPU_TIME_LIMIT", "60")
+    monkeypatch.delenv("REPRSIM_SLURM_PAIRS_ON_GPU", raising=False)
+    monkeypatch.setattr(job_costs, "COSTS", {rule: (cost[0], lambda facts, config, wildcards: 27 * 3600.0)
+                                             for rule, cost in job_costs.COSTS.items()})
+    source = Path(__file__).resolve().parents[2] / "rules" / "resources.smk"
+
+    def load() -> dict:
+        namespace = {"config": {}}
+        exec(compile(source.read_text(), str(source), "exec"), namespace)
+        return namespace
+
+    rules = load()
+    wildcards = {}
+    assert [rules["finetune_runtime"](wildcards, [], attempt) for attempt in (1, 2, 3)] == [1625, 2880, 2880]
+    assert rules["compare_runtime"](wildcards, [], 1) == rules["terms_runtime"](wildcards, [], 2) == 60
+    monkeypatch.setenv("REPRSIM_SLURM_PAIRS_ON_GPU", "1")  # pair jobs in the GPU partition: its limit
+    assert load()["compare_runtime"](wildcards, [], 2) == 2880
+    monkeypatch.setenv("REPRSIM_SLURM_GPU_TIME_LIMIT", "two days")
+    with pytest.raises(ValueError, match="REPRSIM_SLURM_GPU_TIME_LIMIT"):
+        load()

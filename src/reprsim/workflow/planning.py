@@ -10,6 +10,8 @@ datasets, models saved as float32, and activation stores at the extraction dtype
 from __future__ import annotations
 
 import math
+import os
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -25,6 +27,7 @@ from reprsim.workflow.predicted import PredictedFacts, UnknownSize
 
 JOB_START_S = 30  # per job: interpreter, imports, reading inputs, writing outputs
 DATASET_BYTES_PER_TOKEN = 30  # a prepared row's parquet bytes per token: text, word spans, label
+LIGHT_MINUTES = 10  # runtime per attempt of a rule that declares none: the SLURM profile's default-resources
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm" / "config.yaml"
 
 STAGES = {  # rule -> the DAG stage it belongs to (docs/architecture.md)
@@ -49,6 +52,13 @@ class JobCost:
     seconds: float  # estimated, JOB_START_S included
     priced: bool  # False: a light job (LIGHT_JOB), not in the resource model
 
+    def requested_minutes(self, attempt: int) -> int:
+        """The runtime the job asks SLURM for at `attempt`, before the profile caps it at a partition's limit:
+        rules/resources.smk for a priced job, the profile's default-resources (LIGHT_MINUTES) for a light one."""
+        if self.priced:
+            return r.minutes(self.seconds - JOB_START_S, attempt)
+        return LIGHT_MINUTES * attempt
+
 
 @dataclass
 class Plan:
@@ -58,6 +68,33 @@ class Plan:
     submission_minutes: float
     dag_seconds: float
     unknown: list[str] = field(default_factory=list)
+    time_limits: dict[str, int | None] = field(default_factory=dict)  # partition -> minutes (resources.time_limits)
+    attempts: int = 1  # the profile's retries + 1
+    environ: Mapping[str, str] = field(default_factory=dict)  # where the partition settings were read
+
+    def partition(self, cost: JobCost) -> str:
+        return r.partition(cost.job.gpu, cost.job.group, self.environ)
+
+    def over_limit(self) -> list[dict]:
+        """Each rule with a job whose runtime, at some attempt, asks for more than its partition's time limit:
+        rule, partition, limit, jobs (over the limit at the first attempt, and at the last), and the longest
+        job's request per attempt. Largest request first."""
+        rules: dict[tuple[str, str], list[JobCost]] = defaultdict(list)
+        for cost in self.costs:
+            if cost.priced or cost.seconds:  # jobs not priced (sizes unknown) ask nothing known
+                rules[(cost.job.rule, self.partition(cost))].append(cost)
+        found = []
+        for (rule, partition), costs in rules.items():
+            limit = self.time_limits.get(partition)
+            if limit is None:
+                continue
+            longest = max(costs, key=lambda cost: cost.requested_minutes(1))
+            asked = [longest.requested_minutes(attempt) for attempt in range(1, self.attempts + 1)]
+            if asked[-1] > limit:
+                found.append({"rule": rule, "partition": partition, "limit": limit, "asked": asked, "jobs": len(costs),
+                              "first": sum(c.requested_minutes(1) > limit for c in costs),
+                              "last": sum(c.requested_minutes(self.attempts) > limit for c in costs)})
+        return sorted(found, key=lambda item: (-item["asked"][0], item["rule"]))
 
     def stage_of(self, cost: JobCost) -> str:
         return STAGES.get(cost.job.rule, "report")
@@ -105,11 +142,17 @@ def profile_groups(profile: Path = PROFILE) -> dict[str, str]:
     return yaml.safe_load(block)["groups"]
 
 
-def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None) -> Plan:
-    """Price every job of the workflow for `config_path` (run from `workdir`, where results/ is or will be);
-    `local_rows`: how a local dataset's rows are counted (PredictedFacts)."""
-    import os
+def profile_retries(profile: Path = PROFILE) -> int:
+    """The SLURM profile's `retries:` (0 where it sets none)."""
+    found = re.search(r"^retries:\s*(\d+)", profile.read_text(), re.MULTILINE)
+    return int(found.group(1)) if found else 0
 
+
+def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None,
+              environ: Mapping[str, str] | None = None) -> Plan:
+    """Price every job of the workflow for `config_path` (run from `workdir`, where results/ is or will be);
+    `local_rows`: how a local dataset's rows are counted (PredictedFacts); `environ`: where the SLURM profile's
+    partition settings are read (time limits, REPRSIM_SLURM_PAIRS_ON_GPU), the process's environment if None."""
     from reprsim.config import load_yaml, validate_config
 
     config = validate_config(load_yaml(config_path))
@@ -131,8 +174,9 @@ def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None) -> 
                     unknown.append(str(error))
     finally:
         os.chdir(here)
+    environ = dict(os.environ if environ is None else environ)
     return Plan(str(config_path), costs, disk, config["cluster"]["submission_minutes"], dag_seconds,
-                sorted(set(unknown)))
+                sorted(set(unknown)), r.time_limits(environ), 1 + profile_retries(), environ)
 
 
 def _price(job: PlannedJob, facts: PredictedFacts, config: Mapping, unknown: list[str]) -> JobCost:
@@ -244,6 +288,7 @@ def format_plan(plan: Plan) -> str:
                   "(cluster.submission_minutes):",
                   f"  snakemake --workflow-profile profiles/slurm --configfile {plan.config_path} "
                   f"--group-components {flags}"]
+    lines += [""] + format_time_limits(plan)
     lines += ["", f"rates: a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s on one GPU (assumed); a pair job's "
               f"measures and model terms cost their floor at {pair_work.CORE_FLOPS:.1e} FLOP/s and "
               f"{pair_work.CORE_BANDWIDTH:.1e} B/s per core (float64, measured by benchmarks/pair_floor.py) times "
@@ -254,3 +299,39 @@ def format_plan(plan: Plan) -> str:
     if plan.unknown:
         lines += ["", "not priced (sizes unknown offline; their jobs count 0):"] + [f"  {u}" for u in plan.unknown]
     return "\n".join(lines)
+
+
+def format_time_limits(plan: Plan) -> list[str]:
+    """The partition time limits and the rules whose jobs ask for more (Plan.over_limit), with what to do."""
+    variables = r.TIME_LIMIT_VARIABLES
+    if not any(plan.time_limits.get(partition) for partition in variables):
+        longest = max(plan.costs, key=lambda cost: cost.requested_minutes(1), default=None)
+        if longest is None:
+            return []
+        asked = longest.requested_minutes(1)
+        return [f"partition time limits: none given (export {variables['gpu']} and {variables['cpu']}, in minutes "
+                f"or as sinfo prints them, to check the jobs against them); the longest job asks for {asked:,} min "
+                f"({asked / 60:.1f} h): {longest.job.rule}, {plan.partition(longest)} partition"]
+    given = ", ".join(f"{partition} {limit:,} min" if limit else f"{partition} none"
+                      for partition, limit in sorted(plan.time_limits.items(), reverse=True))
+    over = plan.over_limit()
+    where = f"partition time limits: {given} ({variables['gpu']}, {variables['cpu']})"
+    if not over:
+        return [f"{where}: every job fits, retries included"]
+    lines = [f"{where}; rules whose jobs ask for more ({plan.attempts - 1} retries, each asking for more; the "
+             "profile caps every request at the limit):"]
+    for item in over:
+        asked = ", ".join(f"{value:,}" for value in item["asked"])
+        hours = ", ".join(f"{value / 60:.1f}" for value in item["asked"])
+        lines.append(f"  {item['rule']} ({item['partition']}, limit {item['limit']:,} min): {item['jobs']:,} jobs; "
+                     f"the longest asks for {asked} min ({hours} h) at attempts 1 to {plan.attempts}; "
+                     f"over the limit: {item['first']:,} at the first attempt, {item['last']:,} at the last")
+    if any(item["first"] for item in over):
+        lines.append("  over at the first attempt: such a job is stopped at the limit unless the estimate is generous. "
+                     "Lower its work (fewer training steps or examples), split it into smaller jobs, ask for a "
+                     "higher limit, or send it to a partition with a longer one (REPRSIM_SLURM_GPU_PARTITION or "
+                     "REPRSIM_SLURM_CPU_PARTITION, and its limit)")
+    if any(item["last"] and not item["first"] for item in over):
+        lines.append("  over only on retry: a job that runs out of time gets the limit, not more, on its retries; "
+                     "enough while the first attempt's estimate holds")
+    return lines

@@ -53,6 +53,64 @@ def minutes(seconds: float, attempt: int) -> int:
     return int(math.ceil((MIN_MINUTES + seconds / 60) * attempt))
 
 
+# ----------------------------------------------------------------- partition time limits
+# A partition's time limit, in the same environment the SLURM profile reads its partitions from
+# (profiles/slurm/config.yaml): a job may not ask for more, or SLURM refuses it.
+TIME_LIMIT_VARIABLES = {"cpu": "REPRSIM_SLURM_CPU_TIME_LIMIT", "gpu": "REPRSIM_SLURM_GPU_TIME_LIMIT"}
+PAIRS_ON_GPU_VARIABLE = "REPRSIM_SLURM_PAIRS_ON_GPU"
+PAIR_GROUPS = ("pairs", "terms")  # the profile's groups that REPRSIM_SLURM_PAIRS_ON_GPU sends to the GPU partition
+
+
+def slurm_minutes(value: str) -> int | None:
+    """Minutes of a SLURM time (sinfo's TIMELIMIT, sbatch --time): "MM", "MM:SS", "HH:MM:SS", "D-HH",
+    "D-HH:MM", "D-HH:MM:SS"; None for "infinite", "UNLIMITED" or nothing. Seconds round up."""
+    text = value.strip().lower()
+    if text in ("", "infinite", "unlimited"):
+        return None
+    days, clock = text.split("-", 1) if "-" in text else ("0", text)
+    fields = [int(field) for field in clock.split(":")]  # ValueError on anything but digits
+    if len(fields) > 3:
+        raise ValueError(value)
+    if "-" in text:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, mins, secs = fields + [0] * (3 - len(fields))
+    else:  # MM, MM:SS, HH:MM:SS
+        hours, mins, secs = {1: [0, *fields, 0], 2: [0, *fields], 3: fields}[len(fields)]
+    total = int(days) * 1440 + hours * 60 + mins + math.ceil(secs / 60)
+    if min(int(days), hours, mins, secs) < 0 or total <= 0:
+        raise ValueError(value)
+    return total
+
+
+def time_limits(environ: Mapping[str, str]) -> dict[str, int | None]:
+    """partition ("cpu", "gpu") -> its time limit in minutes from TIME_LIMIT_VARIABLES, None where unset."""
+    limits = {}
+    for partition, variable in TIME_LIMIT_VARIABLES.items():
+        try:
+            limits[partition] = slurm_minutes(environ.get(variable, ""))
+        except ValueError:
+            raise ValueError(f"{variable}={environ[variable]!r}: give the partition's time limit in minutes "
+                             "(2880) or as SLURM writes it (2-00:00:00)") from None
+    return limits
+
+
+def pairs_on_gpu(environ: Mapping[str, str]) -> bool:
+    """REPRSIM_SLURM_PAIRS_ON_GPU, read as the profile reads it."""
+    return environ.get(PAIRS_ON_GPU_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
+def partition(gpu: bool, group: str | None, environ: Mapping[str, str]) -> str:
+    """The partition the SLURM profile sends a job to: "gpu" for a GPU rule, and for the pair and terms groups
+    only with REPRSIM_SLURM_PAIRS_ON_GPU; "cpu" for the rest."""
+    return ("gpu" if pairs_on_gpu(environ) else "cpu") if group in PAIR_GROUPS else ("gpu" if gpu else "cpu")
+
+
+def capped_minutes(seconds: float, attempt: int, limit: int | None) -> int:
+    """minutes(seconds, attempt), at most the partition's `limit` (None: no limit), so that a retry, which asks
+    for more, still asks for no more than the partition allows."""
+    asked = minutes(seconds, attempt)
+    return asked if limit is None else min(asked, limit)
+
+
 # ----------------------------------------------------------------- extract
 def extract_mem_mb(model: Mapping, extraction: Mapping, attempt: int) -> int:
     """The model twice over and a few copies of one batch's hidden states."""

@@ -1,7 +1,8 @@
 """Which measure to believe: one measure's scores on the grounding tests (Ding et al. 2021; ReSi, Klabunde et
 al. 2024), each with a half-sample interval over the similarity split's rows and an item-level null.
 
-The tests (docs/numerics.md §13a; ../shared/docs/grounding.md maps both works' code):
+The tests (docs/numerics.md §13a; they follow both works' public code, github.com/js-d/sim_metric and
+github.com/mklabunde/resi, and depart where §13a says):
 
   monotonicity  within a trained model and across seed siblings, similarity falls as layers get farther apart
                 (ReSi test 6): Spearman ρ per anchor layer and side, sign-flipped for similarities; and

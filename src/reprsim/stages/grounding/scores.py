@@ -1,9 +1,10 @@
 """Scores of the "which measure to believe" tests: ReSi's (Klabunde et al. 2024/25) and Ding et al.'s (2021).
 
 Pure functions on arrays a caller has already computed (a measure between layers or models, logits,
-representations); no I/O. Definitions follow the two papers' code as the shared grounding reference
-(shared/docs/grounding.md) maps it (ReSi @ 24ab9e5: `monotonicity_experiment.py`, `measure_quality_metrics.py`,
-`group_separation_experiment.py`, `measures/output_similarity.py`; Ding: `sim_metric`'s `pca_deletion`).
+representations); no I/O. Definitions follow the two papers' public code (ReSi: github.com/mklabunde/resi
+@ 24ab9e5: `monotonicity_experiment.py`, `measure_quality_metrics.py`,
+`group_separation_experiment.py`, `measures/output_similarity.py`; Ding: github.com/js-d/sim_metric's
+`pca_deletion`).
 Orientation: every measure's values come with `higher_is_similar` (True for similarities such as CKA,
 False for distances such as Procrustes); each function turns them the way its paper does.
 

@@ -3,10 +3,10 @@
 Standard library only, so it runs anywhere the GLUE files are:
 
     python src/reprsim/stages/data/samples/make_sst2_sample.py \
-        --glue-dir /work/shared/data/glue/sst2
+        --glue-dir data/glue/sst2
 
-reads ``train.tsv`` (GLUE train, phrases and sentences; the shared copy the
-shipped sample was drawn from has 60,614 rows) and
+reads ``train.tsv`` (GLUE train, phrases and sentences, https://gluebenchmark.com/tasks;
+the copy the shipped sample was drawn from has 60,614 rows) and
 ``validation.tsv`` (the 872 sentences of the official GLUE dev set), both
 ``sentence<TAB>label`` with a header, and writes
 
@@ -69,7 +69,7 @@ def stratified(pool: list[int], labels: list[str], n: int, rng: random.Random) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--glue-dir", type=Path, default=Path("/work/shared/data/glue/sst2"),
+    parser.add_argument("--glue-dir", type=Path, default=Path("data/glue/sst2"),
                         help="directory with GLUE SST-2 train.tsv and validation.tsv")
     parser.add_argument("--out", type=Path, default=HERE / "sst2", help="output directory")
     parser.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,108 @@
+"""Record a finished default run as the figures the README and the guide quote.
+
+    python benchmarks/record_run.py RUN [--time-output FILE] [--write]
+
+RUN is the directory the run was made in (`snakemake --cores 2` with config/config.yaml, from an empty results/).
+Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the results tables it quotes
+(reprsim.recorded_run.TABLES, a few KB each) beside it, from:
+
+- RUN/results/tables/*.parquet: the findings, the measure agreement, the discordant orderings, the pair summary;
+- RUN's newest .snakemake/log/*.snakemake.log: jobs (the rule `all` not counted), cores, wall from the first job's
+  start to the last one's end (benchmarks/utilisation.py parses it);
+- --time-output: `/usr/bin/time -v` of the snakemake command: its wall clock and peak resident memory;
+- `du -sk RUN/results`: the results' size; `git -C RUN rev-parse HEAD`: the commit;
+- the fingerprint of this checkout's configuration and code (reprsim.recorded_run.fingerprint): record from the
+  checkout whose code made the run, or the guide will call the figures stale.
+
+With --write, every `<!-- recorded: NAME -->` block of README.md and docs/**/*.md is rewritten from the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import utilisation  # noqa: E402
+
+from reprsim import recorded_run  # noqa: E402
+
+
+def time_output(path: Path) -> dict:
+    """Wall clock (s) and peak resident memory (bytes) from `/usr/bin/time -v`."""
+    text = path.read_text(errors="replace")
+    found = {}
+    if match := re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text):
+        seconds = 0.0
+        for part in match.group(1).split(":"):
+            seconds = seconds * 60 + float(part)
+        found["time_wall_s"] = round(seconds, 2)
+    if match := re.search(r"Maximum resident set size \(kbytes\): (\d+)", text):
+        found["peak_rss_bytes"] = int(match.group(1)) * 1024
+    if match := re.search(r"Command being timed: \"(.*)\"", text):
+        found["command"] = match.group(1)
+    return found
+
+
+def run_facts(run: Path, timed: Path | None) -> dict:
+    logs = sorted((run / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
+    if not logs:
+        raise SystemExit(f"{run}/.snakemake/log/ holds no Snakemake log")
+    jobs, cores = utilisation.parse(logs[-1])
+    done = list(jobs.values())
+    wall = (max(j["end"] for j in done) - min(j["start"] for j in done)).total_seconds()
+    facts = {"jobs": len(done), "cores": cores, "log_wall_s": wall, "log": logs[-1].name}
+    if timed is not None:
+        facts.update(time_output(timed))
+    size_kb = int(subprocess.run(["du", "-sk", str(run / "results")], check=True, capture_output=True,
+                                 text=True).stdout.split()[0])
+    facts["results_bytes"] = size_kb * 1024
+    return facts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--time-output", type=Path, help="the `/usr/bin/time -v` output of the run")
+    parser.add_argument("--write", action="store_true", help="rewrite the recorded blocks of README.md and docs/")
+    args = parser.parse_args()
+    import pandas as pd
+
+    run = args.run.resolve()
+    tables_dir = run / "results" / "tables"
+    tables = {name: pd.read_parquet(tables_dir / f"{name}.parquet") for name in recorded_run.TABLES}
+    commit = subprocess.run(["git", "-C", str(run), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    summary = {
+        "commit": commit or None,
+        "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "fingerprint": recorded_run.fingerprint(),
+        "fingerprint_files": len(recorded_run.fingerprint_files()),
+        "run": run_facts(run, args.time_output),
+        **recorded_run.summarise(tables),
+    }
+    recorded_run.RECORDED_DIR.mkdir(parents=True, exist_ok=True)
+    for name in recorded_run.TABLES:
+        shutil.copyfile(tables_dir / f"{name}.parquet", recorded_run.RECORDED_DIR / f"{name}.parquet")
+    recorded_run.SUMMARY.write_text(json.dumps(summary, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    print(f"wrote {recorded_run.SUMMARY.relative_to(recorded_run.ROOT)} (commit {commit[:7] or '?'}, "
+          f"{summary['run']['jobs']} jobs) and {len(recorded_run.TABLES)} tables beside it")
+    if args.write:
+        for page in recorded_run.pages():
+            text = page.read_text()
+            filled = recorded_run.fill(text, summary)
+            if filled != text:
+                page.write_text(filled)
+                print(f"rewrote {page.relative_to(recorded_run.ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""The default run's figures that the README and the guide quote, kept as a recorded run summary so that they cannot
+drift: docs/recorded-run/summary.json, written by ``benchmarks/record_run.py RUN --write`` from a finished run,
+with copies of the small results tables it quotes beside it.
+
+A quoted figure sits in the Markdown between ``<!-- recorded: NAME -->`` and ``<!-- /recorded -->``; :func:`render`
+makes NAME from the summary (``BLOCKS`` lists them) and :func:`fill` rewrites every block of a page.
+tests/unit/test_recorded_run.py checks that every block equals its rendering and that the summary's quoted values
+are the copied tables'; the docs build (docs/hooks/reference.py) flags a summary whose :func:`fingerprint` (the
+configuration and code the numbers depend on) differs from the checkout's.
+
+Torch-free; pandas only in :func:`summarise` (the recording and the test), never when the guide renders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED_DIR = ROOT / "docs" / "recorded-run"
+SUMMARY = RECORDED_DIR / "summary.json"
+# results/tables/ files copied beside the summary: every value it quotes is recomputed from them by the test
+TABLES = ("findings", "measure_agreement", "discordant_orderings", "pair_summary")
+BLOCK = re.compile(r"<!-- recorded: ([a-z0-9-]+) -->(.*?)<!-- /recorded -->", re.DOTALL)
+
+MEASURE_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased CKA", "svcca": "SVCCA", "pwcca": "PWCCA",
+                 "neuronsim": "neuronsim", "mutual_knn": "mutual k-NN", "rsa": "RSA", "procrustes": "Procrustes"}
+REPRESENTATIONS = {"mean": "mean pooling", "word": "word level", "attention": "attention"}
+
+
+# -- what the numbers depend on ----------------------------------------------------------------------------------
+def fingerprint_files(root: Path = ROOT) -> list[str]:
+    """The files whose content the default run's numbers depend on, relative to `root`, sorted: the default
+    configuration, the schema that fills its defaults, the Snakefile and every rules/*.smk, and every workflow
+    script with the reprsim modules it imports (reprsim.workflow.codedeps, the rules' own code inputs)."""
+    from reprsim.workflow.codedeps import code_dependencies
+
+    root = Path(root)
+    found = {root / "config" / "config.yaml", root / "src" / "reprsim" / "schema.yaml", root / "Snakefile"}
+    found.update((root / "rules").glob("*.smk"))
+    for script in sorted((root / "scripts").glob("*.py")):
+        found.update(Path(p) for p in code_dependencies(script.resolve(), (root / "src").resolve()))
+    return sorted(str(Path(p).resolve().relative_to(root.resolve())) for p in found if Path(p).is_file())
+
+
+def fingerprint(root: Path = ROOT) -> str:
+    """sha256 over the path and content of every file of :func:`fingerprint_files`."""
+    digest = hashlib.sha256()
+    for name in fingerprint_files(root):
+        digest.update(name.encode() + b"\0" + (Path(root) / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+# -- the quoted values, from the tables --------------------------------------------------------------------------
+def _clean(value: Any) -> Any:
+    """A table value as JSON keeps it: numpy scalars as Python ones, NaN as None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _records(frame, columns) -> list[dict]:
+    return [{c: _clean(v) for c, v in zip(columns, row)} for row in frame[list(columns)].itertuples(index=False)]
+
+
+FINDING_COLUMNS = ("claim_id", "claim", "source", "models", "measure", "representation", "estimate", "ci_low",
+                   "ci_high", "reference", "n", "verdict", "reason", "holds_under", "across_measures")
+
+
+def summarise(tables: dict) -> dict:
+    """The values the pages quote, from the results tables (name -> DataFrame, names of TABLES)."""
+    findings = tables["findings"]
+    agreement = tables["measure_agreement"]
+    tau = agreement[(agreement["scope"] == "model pairs") & (agreement["statistic"] == "kendall_tau_b")
+                    & (agreement["representation"] == "mean")]
+    cells = agreement[(agreement["scope"] == "cells") & (agreement["representation"] == "mean")]
+    columns = ("measure_x", "measure_y", "estimate", "ci_low", "ci_high")
+    discordant = tables["discordant_orderings"]
+    top = discordant[discordant["strength"] == discordant["strength"].max()]
+    first = top.iloc[0]
+    top = top[(top["measure_x"] == first["measure_x"]) & (top["pair_1"] == first["pair_1"])
+              & (top["pair_2"] == first["pair_2"])]
+    pairs = tables["pair_summary"]
+    cka = pairs[(pairs["measure"] == "linear_cka") & (pairs["representation"] == "mean")]
+    return {
+        "findings": _records(findings, FINDING_COLUMNS),
+        "agreement": {
+            "pairs": int(tau["n_items"].max()), "cells": int(cells["n_items"].max()),
+            "kendall": _records(tau.sort_values("estimate", kind="stable"), columns),
+        },
+        "discordant": {
+            "count": int(len(discordant)),
+            "strongest": _records(top, ("measure_x", "measure_y", "pair_1", "pair_2", "difference_x", "x_low",
+                                        "x_high", "difference_y", "y_low", "y_high", "strength")),
+        },
+        "chance": {"measure": "linear_cka", "n": int(cka["n"].max()), "low": _clean(cka["null_mean"].min()),
+                   "high": _clean(cka["null_mean"].max()), "all_beyond": bool(cka["beyond_chance"].all())},
+    }
+
+
+# -- rendering ---------------------------------------------------------------------------------------------------
+def _g(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3g}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _findings_table(summary: dict) -> str:
+    lines = ["| claim (source) | statistic's models · measure · representation | estimate [95% CI] | reference | n "
+             "| verdict |", "|---|---|---|---|---:|---|"]
+    for row in summary["findings"]:
+        if row["verdict"] == "not applicable" or row["estimate"] is None:
+            what = f"({row['reason']})"
+            estimate = "–"
+        else:
+            what = " · ".join(part for part in (row["models"], row["measure"],
+                                                REPRESENTATIONS.get(row["representation"] or "", row["representation"]))
+                              if part)
+            estimate = f"{_g(row['estimate'])} [{_g(row['ci_low'])}, {_g(row['ci_high'])}]"
+        verdict = f"**{row['verdict']}**" if row["verdict"] in ("supported", "contradicted") else row["verdict"]
+        reference = "–" if row["reference"] is None else f"{row['reference']:.3f}"
+        lines.append(f"| {_cell(row['claim'])} ({_cell(row['source'])}) | {_cell(what)} | {estimate} | {reference} "
+                     f"| {row['n']} | {verdict} |")
+    return "\n".join(lines)
+
+
+def _holds_under(row: dict) -> tuple[int, int] | None:
+    match = re.fullmatch(r"(\d+) of (\d+)", row.get("holds_under") or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _holds_under_table(summary: dict) -> str:
+    rows = [(row, counts) for row in summary["findings"]
+            if row["representation"] == "mean" and (counts := _holds_under(row)) and counts[1] > 1]
+    every = max(total for _, (_, total) in rows)
+    all_of = sum(held == total for _, (held, total) in rows)
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+    lead = (f"In the default run {words.get(all_of, all_of)} of the {words.get(len(rows), len(rows))} hold under "
+            f"all {words.get(every, every)} measures" + (":" if all_of == len(rows) else
+                                                         f"; {words.get(len(rows) - all_of, len(rows) - all_of)} "
+                                                         f"{'does' if len(rows) - all_of == 1 else 'do'} not:"))
+    lines = [lead, "", "| claim | holds under | across measures |", "|---|---|---|"]
+    for row, _ in rows:
+        lines.append(f"| {_cell(row['claim'])} | {row['holds_under']} | {_cell(row['across_measures'])} |")
+    return "\n".join(lines)
+
+
+def _name(measure: str) -> str:
+    return MEASURE_NAMES.get(measure, measure)
+
+
+def _interval(row: dict, key: str = "estimate", low: str = "ci_low", high: str = "ci_high") -> str:
+    return f"{row[key]:.2f} [{row[low]:.2f}, {row[high]:.2f}]"
+
+
+def _agreement(summary: dict) -> str:
+    agreement, discordant = summary["agreement"], summary["discordant"]
+    kendall = agreement["kendall"]
+    lowest = kendall[0]
+    both_cka = [r for r in kendall if r["measure_x"].endswith("_cka") and r["measure_y"].endswith("_cka")]
+    others = [r for r in kendall if r not in both_cka]
+    highest = others[-1]
+    text = (f"Over the {agreement['pairs']} pairs of distinct models (mean over matching layers) the rank agreement "
+            f"of two measures runs from Kendall τ_b {_interval(lowest)} ({_name(lowest['measure_x'])} against "
+            f"{_name(lowest['measure_y'])}) to {_interval(highest)} ({_name(highest['measure_x'])} against "
+            f"{_name(highest['measure_y'])})")
+    if both_cka:
+        text += f" and {both_cka[-1]['estimate']:.2f} between the two CKAs"
+    text += (" (`results/tables/measure_agreement.parquet`, Spearman ρ beside it, and the same over all "
+             f"{agreement['cells']} compared cells). {discordant['count']} orderings of two model pairs are reversed "
+             "by two measures with both intervals excluding 0 (`results/tables/discordant_orderings.parquet`); the "
+             "strongest is the one that opens [Which measure to believe](analyses/grounding.md): ")
+    first, *rest = discordant["strongest"]
+
+    def by(row: dict, axis: str) -> str:
+        value, low, high = row[f"difference_{axis}"], row[f"{axis}_low"], row[f"{axis}_high"]
+        low, high = sorted((abs(low), abs(high)))
+        return f"by {abs(value):.3f} [{low:.3f}, {high:.3f}]"
+
+    x_more = first["difference_x"] > 0
+    text += (f"{_name(first['measure_x'])} rates {first['pair_1']} {'more' if x_more else 'less'} alike than "
+             f"{first['pair_2']} ({by(first, 'x')}), {_name(first['measure_y'])} rates it "
+             f"{'less' if x_more else 'more'} alike ({by(first, 'y')})")
+    names = [_name(r["measure_y"]) for r in rest]
+    if names:
+        text += ", and so do " + (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0])
+    return text + "."
+
+
+def _chance(summary: dict) -> str:
+    chance = summary["chance"]
+    return f"{chance['low']:.2f}–{chance['high']:.2f}"
+
+
+def _gb(size: float | None) -> str:
+    return "–" if size is None else f"{size / 1e9:.2f} GB" if size < 1e10 else f"{size / 1e9:.0f} GB"
+
+
+def _minutes(run: dict) -> str:
+    wall = run.get("time_wall_s") or run["log_wall_s"]
+    return f"{wall / 60:.1f} min"
+
+
+BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
+    # name: (renderer, block-level: its own paragraphs, else inline text)
+    "findings-table": (_findings_table, True),
+    "findings-holds-under": (_holds_under_table, True),
+    "findings-agreement": (_agreement, True),
+    "default-jobs": (lambda s: str(s["run"]["jobs"]), False),
+    "default-cores": (lambda s: str(s["run"]["cores"]), False),
+    "default-time": (lambda s: _minutes(s["run"]), False),
+    "default-peak-memory": (lambda s: _gb(s["run"].get("peak_rss_bytes")), False),
+    "default-results-size": (lambda s: _gb(s["run"]["results_bytes"]), False),
+    "default-chance-cka": (_chance, False),
+    "default-chance-n": (lambda s: f"{s['chance']['n']}", False),
+}
+
+
+def load_summary(path: Path = SUMMARY) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def render(name: str, summary: dict) -> str:
+    """What the block NAME holds between its markers."""
+    if name not in BLOCKS:
+        raise KeyError(f"no recorded block {name!r}; known: {', '.join(BLOCKS)}")
+    renderer, block = BLOCKS[name]
+    text = renderer(summary)
+    return f"\n\n{text}\n\n" if block else text
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """(name, what it holds now) of every recorded block of a page."""
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
+
+
+def fill(text: str, summary: dict) -> str:
+    """The page with every recorded block rendered from `summary`."""
+    return BLOCK.sub(lambda m: f"<!-- recorded: {m.group(1)} -->{render(m.group(1), summary)}<!-- /recorded -->",
+                     text)
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """README.md and every docs/*.md (recursively) with a recorded block."""
+    candidates = [Path(root) / "README.md", *sorted((Path(root) / "docs").rglob("*.md"))]
+    return [p for p in candidates if BLOCK.search(p.read_text())]
+
+
+def stale_note(summary: dict, root: Path = ROOT) -> str | None:
+    """An admonition when the checkout's fingerprint differs from the recorded run's; None when it matches."""
+    if summary.get("fingerprint") == fingerprint(root):
+        return None
+    commit = (summary.get("commit") or "?")[:7]
+    return ("!!! warning \"Recorded figures may be out of date\"\n"
+            f"    These figures come from a run of commit {commit}; the code or configuration has changed since: "
+            "they may be out of date. Rerun the default and `benchmarks/record_run.py RUN --write`.\n")
