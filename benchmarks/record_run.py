@@ -6,13 +6,15 @@ RUN is the directory the run was made in (`snakemake --cores 2` with config/conf
 Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the results tables it quotes
 (reprsim.recorded_run.TABLES, a few KB each) beside it, from:
 
-- RUN/results/tables/*.parquet: the findings, the measure agreement, the discordant orderings, the pair summary;
+- RUN/results/tables/*.parquet: the findings, the measure agreement, the discordant orderings, the pair summary,
+  the attention table (its quoted rows only are copied);
 - RUN's newest .snakemake/log/*.snakemake.log: jobs (the rule `all` not counted), cores, wall from the first job's
   start to the last one's end (benchmarks/utilisation.py parses it);
 - --time-output: `/usr/bin/time -v` of the snakemake command: its wall clock and peak resident memory;
 - `du -sk RUN/results`: the results' size; `git -C RUN rev-parse HEAD`: the commit;
-- the fingerprint of this checkout's configuration and code (reprsim.recorded_run.fingerprint): record from the
-  checkout whose code made the run, or the guide will call the figures stale.
+- the fingerprint of RUN's configuration and code (reprsim.recorded_run.fingerprint over RUN's own checkout; this
+  checkout's when RUN holds no config/ and scripts/): the guide calls the figures stale while it differs from this
+  checkout's.
 
 With --write, every `<!-- recorded: NAME -->` block of README.md and docs/**/*.md is rewritten from the summary.
 """
@@ -79,19 +81,26 @@ def main() -> None:
 
     run = args.run.resolve()
     tables_dir = run / "results" / "tables"
-    tables = {name: pd.read_parquet(tables_dir / f"{name}.parquet") for name in recorded_run.TABLES}
+    sources = {name: run / "results" / recorded_run.SOURCES[name] if name in recorded_run.SOURCES
+               else tables_dir / f"{name}.parquet" for name in recorded_run.TABLES}
+    tables = {name: pd.read_parquet(path) for name, path in sources.items()}
+    # the fingerprint of the code and configuration that made the run: RUN's own checkout, else this one
+    code = run if (run / "config" / "config.yaml").is_file() and (run / "scripts").is_dir() else recorded_run.ROOT
     commit = subprocess.run(["git", "-C", str(run), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     summary = {
         "commit": commit or None,
         "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        "fingerprint": recorded_run.fingerprint(),
-        "fingerprint_files": len(recorded_run.fingerprint_files()),
+        "fingerprint": recorded_run.fingerprint(code),
+        "fingerprint_files": len(recorded_run.fingerprint_files(code)),
         "run": run_facts(run, args.time_output),
         **recorded_run.summarise(tables),
     }
     recorded_run.RECORDED_DIR.mkdir(parents=True, exist_ok=True)
     for name in recorded_run.TABLES:
-        shutil.copyfile(tables_dir / f"{name}.parquet", recorded_run.RECORDED_DIR / f"{name}.parquet")
+        if name in recorded_run.SUBSETS:  # only the rows quoted
+            recorded_run.SUBSETS[name](tables[name]).to_parquet(recorded_run.RECORDED_DIR / f"{name}.parquet")
+        else:
+            shutil.copyfile(sources[name], recorded_run.RECORDED_DIR / f"{name}.parquet")
     recorded_run.SUMMARY.write_text(json.dumps(summary, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     print(f"wrote {recorded_run.SUMMARY.relative_to(recorded_run.ROOT)} (commit {commit[:7] or '?'}, "
           f"{summary['run']['jobs']} jobs) and {len(recorded_run.TABLES)} tables beside it")

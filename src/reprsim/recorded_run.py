@@ -24,7 +24,23 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDED_DIR = ROOT / "docs" / "recorded-run"
 SUMMARY = RECORDED_DIR / "summary.json"
 # results/tables/ files copied beside the summary: every value it quotes is recomputed from them by the test
-TABLES = ("findings", "measure_agreement", "discordant_orderings", "pair_summary")
+TABLES = ("findings", "measure_agreement", "discordant_orderings", "pair_summary", "attention", "synthetic_recovery")
+# where a table is under results/ when it is not results/tables/<name>.parquet
+SOURCES = {"synthetic_recovery": "align/synthetic/sst2/minilm.parquet"}
+
+
+def _attention_rows(frame):
+    """Of the attention table only what the README quotes: attnsim (Pearson) of a base's heads matched in a
+    fine-tuned model, block by block (the whole table is 140 KB)."""
+    return frame[(frame["measure"] == "attn_pearson") & (frame["layer_a"] == frame["layer_b"])
+                 & (frame["direction"] == "a->b")].reset_index(drop=True)
+
+
+# tables copied in part: name -> the rows kept (summarise applies it too, so the copy gives the same values)
+SUBSETS = {"attention": _attention_rows}
+# `from reprsim.x import y` / `import reprsim.x` in the Snakefile and rules/*.smk (not Python ast can parse)
+IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+(reprsim(?:\.\w+)*)(?:[ \t]+import[ \t]+([\w ,\t]+))?$",
+                    re.MULTILINE)
 BLOCK = re.compile(r"<!-- recorded: ([a-z0-9-]+) -->(.*?)<!-- /recorded -->", re.DOTALL)
 
 MEASURE_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased CKA", "svcca": "SVCCA", "pwcca": "PWCCA",
@@ -35,15 +51,24 @@ REPRESENTATIONS = {"mean": "mean pooling", "word": "word level", "attention": "a
 # -- what the numbers depend on ----------------------------------------------------------------------------------
 def fingerprint_files(root: Path = ROOT) -> list[str]:
     """The files whose content the default run's numbers depend on, relative to `root`, sorted: the default
-    configuration, the schema that fills its defaults, the Snakefile and every rules/*.smk, and every workflow
-    script with the reprsim modules it imports (reprsim.workflow.codedeps, the rules' own code inputs)."""
+    configuration, the schema that fills its defaults, the Snakefile and every rules/*.smk with the reprsim modules
+    they import, and every workflow script with the reprsim modules it imports (reprsim.workflow.codedeps, the
+    rules' own code inputs), transitively."""
     from reprsim.workflow.codedeps import code_dependencies
 
     root = Path(root)
     found = {root / "config" / "config.yaml", root / "src" / "reprsim" / "schema.yaml", root / "Snakefile"}
-    found.update((root / "rules").glob("*.smk"))
-    for script in sorted((root / "scripts").glob("*.py")):
-        found.update(Path(p) for p in code_dependencies(script.resolve(), (root / "src").resolve()))
+    rules = [root / "Snakefile", *sorted((root / "rules").glob("*.smk"))]
+    found.update(rules)
+    src = (root / "src").resolve()
+    # what the rules themselves import (the DAG: paths, job lists, resources), then every script's code inputs
+    entry = [src.joinpath(*name.split(".")) for rule in rules if rule.is_file()
+             for module, names in IMPORT.findall(rule.read_text())
+             for name in [module, *(f"{module}.{n.split()[0]}" for n in names.split(",") if n.strip())]]
+    entry = [p.with_suffix(".py") if p.with_suffix(".py").is_file() else p / "__init__.py" for p in entry]
+    for script in [*sorted((root / "scripts").glob("*.py")), *entry]:
+        if script.is_file():
+            found.update(Path(p) for p in code_dependencies(script.resolve(), src))
     return sorted(str(Path(p).resolve().relative_to(root.resolve())) for p in found if Path(p).is_file())
 
 
@@ -88,7 +113,16 @@ def summarise(tables: dict) -> dict:
               & (top["pair_2"] == first["pair_2"])]
     pairs = tables["pair_summary"]
     cka = pairs[(pairs["measure"] == "linear_cka") & (pairs["representation"] == "mean")]
+    attention = _attention_rows(tables["attention"])
+    attention = attention[(attention["model_a"] == attention["model_a"].iloc[0])
+                          & (attention["model_b"] == attention["model_b"].iloc[0])].sort_values("layer_a")
+    quoted_blocks = attention.iloc[[0, -1]]
+    synthetic = tables["synthetic_recovery"]
+    synthetic = synthetic[synthetic["aligner"].isin(["inn", "linear"])].sort_values("aligner")
     return {
+        "synthetic_recovery": _records(synthetic, ("aligner", "layer", "n", "rel_error")),
+        "attention": _records(quoted_blocks, ("model_a", "model_b", "layer_a", "value", "ci_low", "ci_high",
+                                              "null_mean", "n")),
         "findings": _records(findings, FINDING_COLUMNS),
         "agreement": {
             "pairs": int(tau["n_items"].max()), "cells": int(cells["n_items"].max()),
@@ -200,6 +234,19 @@ def _chance(summary: dict) -> str:
     return f"{chance['low']:.2f}–{chance['high']:.2f}"
 
 
+def _attention(summary: dict) -> str:
+    first, last = summary["attention"]
+    return (f"attnsim (Pearson, the base's heads matched in {first['model_b']}) {first['value']:.4f} "
+            f"[{first['ci_low']:.4f}, {first['ci_high']:.4f}] in block {first['layer_a']} against {last['value']:.2f} "
+            f"[{last['ci_low']:.2f}, {last['ci_high']:.2f}] in block {last['layer_a']}, chance "
+            f"{first['null_mean']:.2f} and {last['null_mean']:.2f} ({first['n']} sentences")
+
+
+def _synthetic(summary: dict) -> str:
+    errors = {row["aligner"]: row["rel_error"] for row in summary["synthetic_recovery"]}
+    return f"δ = {errors['inn']:.3f} (INN) against {errors['linear']:.3f} (linear)"
+
+
 def _gb(size: float | None) -> str:
     return "–" if size is None else f"{size / 1e9:.2f} GB" if size < 1e10 else f"{size / 1e9:.0f} GB"
 
@@ -221,6 +268,8 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "default-results-size": (lambda s: _gb(s["run"]["results_bytes"]), False),
     "default-chance-cka": (_chance, False),
     "default-chance-n": (lambda s: f"{s['chance']['n']}", False),
+    "default-attention": (_attention, False),
+    "default-synthetic-recovery": (_synthetic, False),
 }
 
 
