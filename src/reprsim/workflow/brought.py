@@ -80,15 +80,21 @@ def network_models(models: Mapping[str, Mapping], names: Iterable[str] | None = 
 
 
 # ----------------------------------------------------------------- the files of one brought split
+def format_from_name(path: str | os.PathLike) -> str | None:
+    """The format a brought split's name says (.npz, .safetensors, .zarr), or None."""
+    name = os.fspath(path).rstrip("/\\")
+    return next((kind for suffix, kind in ((".npz", "npz"), (".safetensors", "safetensors"), (".zarr", "zarr"))
+                 if name.endswith(suffix)), None)
+
+
 def source_format(path: str | os.PathLike) -> str:
-    """The format of a brought split's `path`, from its name (.npz, .safetensors, .zarr) or, for a directory,
+    """The format of a brought split's `path`, from its name (:func:`format_from_name`) or, for a directory,
     its content (zarr.json or .zgroup: a Zarr store; else a directory of .npy files). ValueError for anything
     else, naming the accepted formats."""
     path = os.fspath(path)
-    name = path.rstrip("/\\")
-    for suffix, kind in ((".npz", "npz"), (".safetensors", "safetensors"), (".zarr", "zarr")):
-        if name.endswith(suffix):
-            return kind
+    named = format_from_name(path)
+    if named is not None:
+        return named
     if os.path.isdir(path):
         if any(os.path.isfile(os.path.join(path, marker)) for marker in ("zarr.json", ".zgroup")):
             return "zarr"

@@ -45,8 +45,9 @@ from reprsim.io.datasets import load_split
 from reprsim.io.integrity import CorruptOutputError
 from reprsim.io.outputs import atomic_directory, atomic_file
 from reprsim.io.provenance import file_sha256, hash_directory, versions
-from reprsim.io.store import ACTIVATION_ARRAY, CHECKSUMS, COMPRESSORS, array_checksums, open_store, split_examples
-from reprsim.workflow.brought import ACTIVATIONS, FORMATS, LAYER, ROW_IDS, source_format
+from reprsim.io.store import (ACTIVATION_ARRAY, CHECKSUMS, COMPRESSORS, array_checksums, open_store, pooled_rows,
+                               split_examples)
+from reprsim.workflow.brought import ACTIVATIONS, FORMATS, LAYER, ROW_IDS, format_from_name, source_format
 
 POOLINGS = ("mean", "cls", "last")
 SAFETENSORS_FLOATS = {"F16": "float16", "F32": "float32", "F64": "float64"}
@@ -346,8 +347,7 @@ def write_split(out: str | Path, layers: np.ndarray, row_ids: np.ndarray, *, spl
     atomically."""
     out = Path(out)
     if format is None:
-        suffixes = {".npz": "npz", ".safetensors": "safetensors", ".zarr": "zarr"}
-        format = suffixes.get(out.suffix, "npy")
+        format = format_from_name(out) or "npy"
     if format not in FORMATS:
         raise ValueError(f"format {format!r}; expected one of {', '.join(FORMATS)}")
     arrays = {f"layer_{i}": np.ascontiguousarray(layer) for i, layer in enumerate(layers)}
@@ -384,8 +384,5 @@ def export_activations(store_path: str | Path, out: str | Path, *, split: str, p
     """One split's pooled rows of the activation store at `store_path`, with their row ids (examples/row), written
     as a brought split at `out` (:func:`write_split`)."""
     store = open_store(store_path)
-    if f"pooled/{pooling}" not in store:
-        raise KeyError(f"{store_path} has no pooled/{pooling}; it holds {store.attrs.get('poolings')}")
-    examples = split_examples(store, split)
-    layers = store[f"pooled/{pooling}"][:, int(examples[0]):int(examples[-1]) + 1]
-    return write_split(out, layers, store["examples/row"][:][examples], split=split, pooling=pooling, format=format)
+    rows = store["examples/row"][:][split_examples(store, split)]
+    return write_split(out, pooled_rows(store, pooling, split), rows, split=split, pooling=pooling, format=format)
