@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDED_DIR = ROOT / "docs" / "recorded-run"
 SUMMARY = RECORDED_DIR / "summary.json"
 # results/tables/ files copied beside the summary: every value it quotes is recomputed from them by the test
-TABLES = ("findings", "measure_agreement", "discordant_orderings", "pair_summary", "attention", "synthetic_recovery")
+TABLES = ("findings", "measure_agreement", "discordant_orderings", "pair_summary", "attention", "synthetic_recovery",
+          "measure_tests")
 # where a table is under results/ when it is not results/tables/<name>.parquet
 SOURCES = {"synthetic_recovery": "align/synthetic/sst2/minilm.parquet"}
 
@@ -36,8 +37,15 @@ def _attention_rows(frame):
                  & (frame["direction"] == "a->b")].reset_index(drop=True)
 
 
+def _measure_test_rows(frame):
+    """Of the measure tests every row, the detail kept only where the page quotes it (PC deletion's probes)."""
+    frame = frame.copy()
+    frame["detail"] = frame["detail"].where(frame["test"] == "deletion", "")
+    return frame
+
+
 # tables copied in part: name -> the rows kept (summarise applies it too, so the copy gives the same values)
-SUBSETS = {"attention": _attention_rows}
+SUBSETS = {"attention": _attention_rows, "measure_tests": _measure_test_rows}
 # `from reprsim.x import y` / `import reprsim.x` in the Snakefile and rules/*.smk (not Python ast can parse)
 IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+(reprsim(?:\.\w+)*)(?:[ \t]+import[ \t]+([\w ,\t]+))?$",
                     re.MULTILINE)
@@ -119,7 +127,16 @@ def summarise(tables: dict) -> dict:
     quoted_blocks = attention.iloc[[0, -1]]
     synthetic = tables["synthetic_recovery"]
     synthetic = synthetic[synthetic["aligner"].isin(["inn", "linear"])].sort_values("aligner")
+    tests = tables["measure_tests"]
+    deletion = tests[tests["test"] == "deletion"]
+    probes = json.loads(deletion["detail"].iloc[0])["checked"] if len(deletion) else []
     return {
+        "measure_tests": _records(tests, ("measure", "test", "variant", "score", "ci_low", "ci_high", "chance",
+                                          "n_items", "null_quantile", "p_value", "decision")),
+        "deletion_probes": [{"layer": c["layer"], "used": c["used"],
+                             "probe": {model: {"first": p["accuracy"][0], "last": p["accuracy"][-1],
+                                               "head": p["head_accuracy"]} for model, p in c["probe"].items()}}
+                            for c in probes],
         "synthetic_recovery": _records(synthetic, ("aligner", "layer", "n", "rel_error")),
         "attention": _records(quoted_blocks, ("model_a", "model_b", "layer_a", "value", "ci_low", "ci_high",
                                               "null_mean", "n")),
@@ -247,6 +264,111 @@ def _synthetic(summary: dict) -> str:
     return f"δ = {errors['inn']:.3f} (INN) against {errors['linear']:.3f} (linear)"
 
 
+GROUNDING_COLUMNS = {  # the measure tests as the grounding page's table shows them, in its order
+    ("monotonicity", "spearman"): "layer monotonicity ρ", ("monotonicity", "conformity"): "conformity",
+    ("deletion", "spearman"): "PC deletion ρ", ("layer", "spearman"): "layer probe ρ (Ding)",
+    ("seeds", "auprc"): "recipe groups AUPRC", ("specificity", "same_depth"): "same-depth specificity",
+    ("seeds", "d_prime"): "recipe groups d′ (descriptive)"}
+
+
+def _signed(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}".replace("-", "−")
+
+
+def _test_rows(summary: dict, test: str, variant: str) -> list[dict]:
+    return [r for r in summary["measure_tests"] if (r["test"], r["variant"]) == (test, variant)]
+
+
+def _measure_tests_table(summary: dict) -> str:
+    rows = summary["measure_tests"]
+    columns = [key for key in GROUNDING_COLUMNS if any((r["test"], r["variant"]) == key for r in rows)]
+    lines = ["| measure | " + " | ".join(GROUNDING_COLUMNS[c] for c in columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]
+    for measure in dict.fromkeys(r["measure"] for r in rows):
+        cells = []
+        for test, variant in columns:
+            row = next((r for r in rows if (r["measure"], r["test"], r["variant"]) == (measure, test, variant)), None)
+            if row is None or row["score"] is None:
+                cells.append("–")
+                continue
+            digits = 1 if row["decision"] == "descriptive" else 2
+            text = (f"{_signed(row['score'], digits)} [{_signed(row['ci_low'], digits)}, "
+                    f"{_signed(row['ci_high'], digits)}]")
+            if row["p_value"] is not None:
+                text += f", p {row['p_value']:.2g}"
+            cells.append(("✗ " if row["decision"] == "fail" else "") + text)
+        lines.append(f"| {_name(measure)} | " + " | ".join(cells) + " |")
+    chance, items = [], []
+    for test, variant in columns:
+        found = _test_rows(summary, test, variant)
+        chance.append(f"{found[0]['chance']:.2g}")
+        quantiles = sorted({round(r["null_quantile"], 2) for r in found if r["null_quantile"] is not None})
+        null = "–" if not quantiles else f"{quantiles[0]:.2f}" if len(quantiles) == 1 else \
+            f"{quantiles[0]:.2f}–{quantiles[-1]:.2f}"
+        items.append(f"{found[0]['n_items']}; {null}")
+    lines.append("| *chance* | " + " | ".join(chance) + " |")
+    lines.append("| *items; null 95%* | " + " | ".join(items) + " |")
+    return "\n".join(lines)
+
+
+def _score_range(summary: dict, test: str, variant: str) -> tuple[float, float]:
+    scores = [r["score"] for r in _test_rows(summary, test, variant) if r["score"] is not None]
+    return min(scores), max(scores)
+
+
+def _grounding_monotonicity(summary: dict) -> str:
+    """The lowest layer-monotonicity ρ, rounded down (the page says ρ ≥ it)."""
+    return f"{math.floor(_score_range(summary, 'monotonicity', 'spearman')[0] * 1e3) / 1e3:.3f}"
+
+
+def _grounding_layer(summary: dict) -> str:
+    low, high = _score_range(summary, "layer", "spearman")
+    return f"ρ {low:.2f}–{high:.2f} over {_test_rows(summary, 'layer', 'spearman')[0]['n_items']} layers"
+
+
+def _grounding_auprc(summary: dict) -> str:
+    low, high = _score_range(summary, "seeds", "auprc")
+    score = f"{low:.2g}" if round(low, 2) == round(high, 2) else f"{low:.2f}–{high:.2f}"
+    return f"AUPRC {score} against {_test_rows(summary, 'seeds', 'auprc')[0]['chance']:.2f}"
+
+
+def _grounding_deletion(summary: dict) -> str:
+    probes = summary["deletion_probes"]
+    kept = [c for c in probes if not c["used"]]
+    fell = [c for c in probes if c["used"]]
+    text = ""
+    if kept:
+        last = max(kept, key=lambda c: c["layer"])
+        models = list(last["probe"])
+        changes = " and ".join(f"{p['first']:.3f} → {p['last']:.3f}" for p in last["probe"].values())
+        heads = " and ".join(f"{p['head']:.3f}" for p in last["probe"].values() if p["head"] is not None)
+        text += (f"{' and '.join(models)}'s cross-validated probes keep their accuracy when components are deleted "
+                 f"({changes} at layer {last['layer']}" + (f"; their heads {heads} on the same rows" if heads else "")
+                 + "), so their layers cannot rank")
+    if fell:
+        last = max(fell, key=lambda c: c["layer"])
+        (model, p), = last["probe"].items()
+        layers = [c["layer"] for c in fell]
+        where = ", ".join(map(str, layers[:-1])) + f" and {layers[-1]}" if len(layers) > 1 else str(layers[0])
+        text += (", while " if text else "") + (f"{model}'s fall at layers {where} ({p['first']:.3f} → "
+                                                f"{p['last']:.3f} at layer {last['layer']})")
+    return text
+
+
+GROUNDING_RULES = {"deletion_probes": "probe", "model_predictions": "head-prediction",
+                   "measure_tests": "measure-test"}  # and the table's one job (measure_tests_table)
+
+
+def _grounding_jobs(summary: dict) -> str:
+    """The grounding stage's jobs and job seconds in the default run (rules: the log's per-rule counts)."""
+    rules = summary["run"]["rules"]
+    parts = [f"{rules[rule]['jobs']} {words} job{'' if rules[rule]['jobs'] == 1 else 's'} "
+             f"{rules[rule]['seconds']:.0f} s" for rule, words in GROUNDING_RULES.items() if rule in rules]
+    counted = [rule for rule in (*GROUNDING_RULES, "measure_tests_table") if rule in rules]
+    return (f"{sum(rules[r]['jobs'] for r in counted)} jobs to the default ({', '.join(parts)}, the table): "
+            f"{sum(rules[r]['seconds'] for r in counted):.0f} s of job time")
+
+
 def _gb(size: float | None) -> str:
     return "–" if size is None else f"{size / 1e9:.2f} GB" if size < 1e10 else f"{size / 1e9:.0f} GB"
 
@@ -270,6 +392,13 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "default-chance-n": (lambda s: f"{s['chance']['n']}", False),
     "default-attention": (_attention, False),
     "default-synthetic-recovery": (_synthetic, False),
+    "default-measure-tests": (_measure_tests_table, True),
+    "default-grounding-jobs": (_grounding_jobs, False),
+    "default-grounding-monotonicity": (_grounding_monotonicity, False),
+    "default-grounding-layer": (_grounding_layer, False),
+    "default-grounding-auprc": (_grounding_auprc, False),
+    "default-grounding-deletion": (_grounding_deletion, False),
+    "default-grounding-deletion-rho": (lambda s: f"{_score_range(s, 'deletion', 'spearman')[1]:.2f}", False),
 }
 
 

@@ -156,6 +156,29 @@ def test_group_components_fill_a_submission(tmp_path):
         == {"pairs": 5}
 
 
+def test_group_components_keep_a_submission_within_its_partitions_time_limit():
+    """A group job asks for the sum of its jobs' runtimes (each its estimate plus the profile's margin): under a
+    CPU limit the components per submission drop until that sum fits, never below one."""
+    job = dag.PlannedJob("compare_pair", {}, gpu=False, group="pairs")
+    costs = [planning.JobCost(job, 1000, 300.0, True) for _ in range(40)]
+    asked = costs[0].requested_minutes(1)
+    assert asked > 5  # the request carries a margin over the 5-minute estimate
+
+    def plan(limit):
+        environ = {"REPRSIM_SLURM_CPU_TIME_LIMIT": str(limit)} if limit else {}
+        return planning.Plan("c.yaml", costs, {}, 30, 0.0, [], r.time_limits(environ), 3, environ)
+
+    assert plan(None).group_components() == {"pairs": 6}  # 6 x 5 min of work, asking for 6 x asked
+    assert plan(None).group_submissions()["pairs"][1] == pytest.approx(6 * asked)
+    limited = plan(3 * asked)
+    assert limited.group_components() == {"pairs": 3}
+    assert limited.group_submissions()["pairs"][1] <= 3 * asked
+    assert plan(asked - 1).group_components() == {"pairs": 1}  # one job alone, whatever it asks
+    printed = planning.format_plan(limited)
+    assert "--group-components pairs=3" in printed and "within the partitions' time limits" in printed
+    assert f"a light job {planning.LIGHT_MINUTES} min): pairs {3 * asked:,.0f} min" in printed
+
+
 def test_the_profile_groups_are_read(tmp_path):
     groups = planning.profile_groups()
     assert groups["compare_pair"] == "pairs" and groups["extract_activations"] == "gpu"

@@ -4,6 +4,7 @@ scaling with Snakemake's `attempt`, the MIN_MINUTES floor, and the fine-tuning s
 from __future__ import annotations
 
 import ast
+import json
 import sys
 from pathlib import Path
 
@@ -378,3 +379,13 @@ def test_the_rules_runtime_is_capped_at_its_partitions_limit(monkeypatch):
     monkeypatch.setenv("REPRSIM_SLURM_GPU_TIME_LIMIT", "two days")
     with pytest.raises(ValueError, match="REPRSIM_SLURM_GPU_TIME_LIMIT"):
         load()
+
+
+def test_the_gpu_measurements_are_the_recorded_gpu_checks():
+    """GPU_MEASURED is the rate step of the GPU check kept in the guide (docs/recorded-run/gpu-check.json)."""
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "docs" / "recorded-run" / "gpu-check.json")
+                          .read_text())
+    rate = recorded["results"]["rate"]
+    assert pair_work.GPU_MEASURED["seconds"] == {int(n): rate[n]["cuda_seconds"] for n in ("872", "3000")}
+    assert pair_work.GPU_MEASURED["device"] in recorded["device"]
+    assert [rate[n]["rows"] for n in ("872", "3000")] == [872, 3000]

@@ -34,13 +34,13 @@ DEFAULT_MEMORY_GB = 8.0  # similarity.max_memory_gb when the config names none (
 # transfers, the small decompositions: reprsim.metrics.cca.SMALL_ON_HOST) costs GPU_DRAW_SECONDS per draw (1 + P + R)
 # and layer pair of each measure, and the arithmetic runs GPU_SPEEDUP times as fast as the one-core estimate
 # (:func:`measure_seconds`); a model's terms likewise, per half-sample and layer. benchmarks/pair_devices.py fits
-# both to a pair job's seconds on a GPU at two row counts (:func:`fit_gpu`) and prints them. Until it has been run
-# on a GPU, they are fitted to GPU_MEASURED: the default's pair job (7 x 5 layers, 274 draws) on CUDA in the one run
-# of benchmarks/gpu_check.sh so far (docs/benchmarks.md, "On a GPU"), before its draws were batched.
-GPU_MEASURED = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-26", "shape": (7, 384, 5, 256),
-                "seconds": {872: 4.2, 3000: 4.4}}
-GPU_DRAW_SECONDS = 4.31e-4
-GPU_SPEEDUP = 223.0
+# both to a pair job's seconds on a GPU at two row counts (:func:`fit_gpu`) and prints them; GPU_MEASURED holds the
+# seconds of its last run (docs/benchmarks.md, "On a GPU"): the default's pair job (7 x 5 layers, 274 draws), its draws
+# batched, on one H200 (the H100's 4.2 s and 4.4 s of 2026-11-26 were before the batching).
+GPU_MEASURED = {"device": "NVIDIA H200", "date": "2026-11-28", "shape": (7, 384, 5, 256),
+                "seconds": {872: 1.85, 3000: 2.88}}
+GPU_DRAW_SECONDS = 1.60e-4
+GPU_SPEEDUP = 43.3
 
 
 def grams_fit(Lx: int, Ly: int, n: int, memory_gb: float | None) -> bool:

@@ -117,19 +117,34 @@ class Plan:
 
     def group_components(self) -> dict[str, int]:
         """Components per SLURM submission for each profile group of many short jobs (terms, pairs, align): as many
-        as fit submission_minutes, at least 1. A component is what Snakemake batches (--group-components):
-        jobs of the group connected in the DAG, such as a pair job and its heatmap; their number is taken as
-        the most jobs of any one rule of the group, and each lasts the group's estimated time over that."""
+        as fit submission_minutes, at least 1, and no more than fit the group's partition time limit where one is
+        given (a group job asks for the sum of its jobs' runtimes at their first attempt). A component is what
+        Snakemake batches (--group-components): jobs of the group connected in the DAG, such as a pair job and its
+        heatmap; their number is taken as the most jobs of any one rule of the group, and each lasts (and asks for)
+        the group's total over that."""
+        return {group: n for group, (n, _) in self.group_submissions().items()}
+
+    def group_submissions(self) -> dict[str, tuple[int, float]]:
+        """group -> (components per submission, the minutes one submission asks for): group_components' choice."""
         times: dict[str, float] = defaultdict(float)
+        asked: dict[str, float] = defaultdict(float)
         counts: dict[str, Counter] = defaultdict(Counter)
+        partitions: dict[str, str] = {}
         for cost in self.costs:
             if cost.job.group in ("terms", "pairs", "align"):
                 times[cost.job.group] += cost.seconds
+                asked[cost.job.group] += cost.requested_minutes(1)
                 counts[cost.job.group][cost.job.rule] += 1
-        components = {group: max(rules.values()) for group, rules in counts.items()}
-        return {group: max(1, min(components[group],
-                                  math.floor(self.submission_minutes * 60 * components[group] / times[group])))
-                for group in sorted(times)}
+                partitions.setdefault(cost.job.group, self.partition(cost))
+        submissions = {}
+        for group in sorted(times):
+            components = max(counts[group].values())
+            n = max(1, min(components, math.floor(self.submission_minutes * 60 * components / times[group])))
+            limit = self.time_limits.get(partitions[group])
+            if limit:
+                n = max(1, min(n, math.floor(limit * components / asked[group])))
+            submissions[group] = (n, n * asked[group] / components)
+        return submissions
 
 
 def profile_groups(profile: Path = PROFILE) -> dict[str, str]:
@@ -281,13 +296,17 @@ def format_plan(plan: Plan) -> str:
     largest = plan.largest()
     where = ", ".join(f"{k}={v}" for k, v in largest.job.wildcards.items())
     lines.append(f"largest single job: {largest.job.rule} ({where}): {largest.mem_mb / 1000:.1f} GB memory")
-    components = plan.group_components()
-    if components:
-        flags = " ".join(f"{group}={n}" for group, n in components.items())
-        lines += ["", f"cluster batching: submissions of about {plan.submission_minutes:g} min "
-                  "(cluster.submission_minutes):",
+    submissions = plan.group_submissions()
+    if submissions:
+        flags = " ".join(f"{group}={n}" for group, (n, _) in submissions.items())
+        limited = any(plan.time_limits.values())
+        asks = ", ".join(f"{group} {minutes:,.0f} min" for group, (_, minutes) in submissions.items())
+        lines += ["", f"cluster batching: submissions of about {plan.submission_minutes:g} min of estimated work "
+                  "(cluster.submission_minutes)" + (", within the partitions' time limits" if limited else "") + ":",
                   f"  snakemake --workflow-profile profiles/slurm --configfile {plan.config_path} "
-                  f"--group-components {flags}"]
+                  f"--group-components {flags}",
+                  f"  a submission asks for the sum of its jobs' runtimes (each its estimate plus {r.MIN_MINUTES} min, "
+                  f"a light job {LIGHT_MINUTES} min): {asks}"]
     lines += [""] + format_time_limits(plan)
     lines += ["", f"rates: a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s on one GPU (assumed); a pair job's "
               f"measures and model terms cost their floor at {pair_work.CORE_FLOPS:.1e} FLOP/s and "
