@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 from jsonschema import validators
 
+from reprsim.dataset_labels import dataset_is_labelled
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.nets.gpt2_as_bert import untranslatable
@@ -255,9 +256,44 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
         if any(spec.get("source") == "finetune" for spec in models.values()) and "cls" not in extraction.get("poolings", []):
             yield "finetune_eval.layer_views compares CLS representations; add 'cls' to extraction.poolings"
     yield from _grounding_errors(config, datasets, models)
+    yield from _unlabelled_errors(config, datasets, models)
     yield from _cycle_errors(models)
     if model_configs:
         yield from _architecture_errors(models)
+
+
+def _unlabelled_errors(config: dict, datasets: dict, models: dict) -> Iterator[str]:
+    """Unlabelled text (a dataset whose columns name no label) is extracted and compared; what trains or scores on
+    its labels is refused, each with the key that asks for it."""
+    unlabelled = sorted(name for name, spec in datasets.items() if not dataset_is_labelled(spec))
+    why = "which is unlabelled text (its columns name no label)"
+    for name in unlabelled:
+        spec = datasets[name]
+        if spec.get("label_names"):
+            yield (f"key 'datasets.{name}.label_names' lists classes, but datasets.{name}.columns names no label "
+                   "column; add columns.label, or drop label_names for unlabelled text")
+        if spec.get("shortcut"):
+            yield (f"key 'datasets.{name}.shortcut' puts each row's label in front of its text; dataset {name!r} "
+                   "has no labels (columns.label); add a label column or drop shortcut")
+    for model, spec in models.items():
+        if spec.get("source") == "finetune" and spec.get("dataset") in unlabelled:
+            yield (f"key 'models.{model}.dataset' is {spec['dataset']!r}, {why}: fine-tuning trains a classifier on "
+                   "labels; name a labelled dataset (compare the base model on the unlabelled text instead)")
+    grounding = config.get("grounding") or {}
+    extracted = (config.get("extraction") or {}).get("datasets") or sorted(datasets)
+    grounded = grounding.get("dataset") or (extracted[0] if extracted else None)
+    if grounding.get("enabled", True) and grounded in unlabelled:
+        yield (f"grounding (enabled by default) tests the measures on dataset {grounded!r}, {why}: its probes "
+               "and predictions need labels; set grounding: {enabled: false}, or grounding.dataset to a labelled "
+               "dataset")
+    stitching = config.get("stitching")
+    objective = (stitching or {}).get("objective", "auto")
+    classifies = objective == "classification" or (objective == "auto" and any(
+        spec.get("source") == "finetune" for spec in models.values()))  # auto: fine-tuned models classify
+    if stitching and stitching.get("dataset") in unlabelled and classifies:
+        yield (f"key 'stitching.dataset' is {stitching['dataset']!r}, {why}: the classification objective "
+               "scores the top model's task on labels; set stitching.objective: language_modeling, or stitch on a "
+               "labelled dataset")
 
 
 def _grounding_errors(config: dict, datasets: dict, models: dict) -> Iterator[str]:

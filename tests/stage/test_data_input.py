@@ -288,3 +288,32 @@ def test_builtin_repeats_are_counted_without_warnings(tmp_path):
         meta = prepare_dataset("synth", {"source": "builtin", "n_examples": 2000, "seed": 0,
                                          "split_fractions": {"validation": 0.2, "test": 0.2}}, tmp_path / "synth")
     assert meta["checks"]["train"]["duplicate_rows"] > 0   # a template generator repeats sentences
+
+
+def test_unlabelled_text_is_prepared_without_classes(tmp_path, capsys):
+    """A file of sentences and no label column (columns.label left out): every row kept with the label -1, no
+    classes, meta["labelled"] false; a blank text is still refused; the report's dataset table says so."""
+    from reprsim.dataset_labels import UNLABELLED
+    from reprsim.stages.report.html import datasets_table
+
+    write_tsv(tmp_path / "texts.tsv", [(text,) for text, _ in sst2_rows(40)], header=("sentence",))
+    spec = local(tmp_path, {"train": "texts.tsv"}, columns={"text": "sentence"})
+    meta = prepare_dataset("texts", spec, tmp_path / "out")
+    assert meta["labelled"] is False and meta["label_names"] == [] and meta["n_labels"] == 0
+    assert meta["label_mapping"] == {}
+    assert sum(meta["sizes"].values()) == 40 and all(size > 0 for size in meta["sizes"].values())
+    for split in ("train", "validation", "test"):
+        assert (load_split(tmp_path / "out", split)["label"] == UNLABELLED).all()
+    assert "unlabelled text" in capsys.readouterr().out
+    assert datasets_table([str(tmp_path / "out")])["labels"].tolist() == ["none (unlabelled text)"]
+    # a labelled dataset still says it is labelled
+    write_tsv(tmp_path / "labelled.tsv", sst2_rows(40))
+    assert prepare_dataset("labelled", local(tmp_path, {"train": "labelled.tsv"}), tmp_path / "l")["labelled"] is True
+
+    rows = [(text,) for text, _ in sst2_rows(40)]
+    rows[4] = ("  ",)  # line 6
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    write_tsv(blank / "blank.tsv", rows, header=("sentence",))
+    message = refusal(blank, local(blank, {"train": "blank.tsv"}, columns={"text": "sentence"}))
+    assert "1 row with empty or whitespace-only text (column 'sentence'): line 6" in message

@@ -11,6 +11,7 @@ from conftest import REPO, TINY, copy_workflow, snakemake
 
 from reprsim import config as config_module
 from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
+from reprsim.dataset_labels import dataset_is_labelled
 from reprsim.schema import SCHEMA_PATH
 
 SHIPPED = sorted((REPO / "config").rglob("*.yaml")) + [TINY]
@@ -511,3 +512,44 @@ def test_similarity_pairs_name_models_of_the_config(default_config):
     config = {**default_config, "similarity": {**default_config.get("similarity", {}),
                                                "pairs": [["minilm", "no-such-model"]]}}
     assert "key 'similarity.pairs' names 'no-such-model'" in problems_of(config)
+
+
+def test_unlabelled_text_is_compared_and_refused_where_labels_are_needed(default_config):
+    """A local dataset whose columns name no label: a similarity-only configuration on it is valid; fine-tuning
+    on it, grounding (on by default), label_names, a shortcut and classification stitching are each refused with
+    the key that asks for it."""
+    config = copy.deepcopy(default_config)
+    config["datasets"] = {"texts": {"source": "local", "files": {"train": "texts.tsv"}, "columns": {"text": "text"}}}
+    config["models"] = {name: spec for name, spec in config["models"].items() if spec["source"] != "finetune"}
+    config["grounding"] = {"enabled": False}
+    config.pop("stitching", None)
+    for key in ("finetune_eval", "extraction", "similarity", "align"):
+        config.pop(key, None)
+    valid = validate_config(copy.deepcopy(config))
+    assert valid["datasets"]["texts"]["columns"]["label"] is None
+    assert not dataset_is_labelled(valid["datasets"]["texts"])
+
+    bad = copy.deepcopy(config)
+    bad["datasets"]["texts"].update(label_names=["a", "b"], shortcut={"rate": 0.5})
+    bad["models"]["ft"] = {"source": "finetune", "base": "minilm", "dataset": "texts"}
+    bad["grounding"] = {}
+    bad["stitching"] = {"dataset": "texts"}
+    message = problems_of(bad)
+    assert "key 'datasets.texts.label_names' lists classes, but datasets.texts.columns names no label" in message
+    assert "key 'datasets.texts.shortcut'" in message
+    assert "key 'models.ft.dataset' is 'texts', which is unlabelled text" in message
+    assert "grounding (enabled by default) tests the measures on dataset 'texts'" in message
+    assert "set grounding: {enabled: false}" in message
+    assert "key 'stitching.dataset' is 'texts'" in message
+    # language modelling needs no labels
+    lm = copy.deepcopy(config)
+    lm["stitching"] = {"dataset": "texts", "objective": "language_modeling"}
+    assert "stitching" not in problems_of_or_none(lm)
+
+
+def problems_of_or_none(config) -> str:
+    try:
+        validate_config(config)
+    except ConfigError as error:
+        return str(error)
+    return ""

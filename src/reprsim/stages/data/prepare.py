@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reprsim.dataset_labels import UNLABELLED, dataset_is_labelled
 from reprsim.io.outputs import atomic_directory, write_json, write_parquet
 from reprsim.io.provenance import file_checksums
 from reprsim.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
@@ -199,7 +200,9 @@ def _read_table(path: Path, fmt: str, column_names: list[str] | None, origin: Or
 
 
 def _select_columns(frame: pd.DataFrame, columns: dict, origin: Origin, headerless_hint: bool = False) -> pd.DataFrame:
-    wanted = {"text": columns["text"], "label": columns["label"]}
+    wanted = {"text": columns["text"]}
+    if columns.get("label") is not None:
+        wanted["label"] = columns["label"]
     if columns.get("text_pair") is not None:
         wanted["text_pair"] = columns["text_pair"]
     missing = [src for src in wanted.values() if src not in frame.columns]
@@ -211,6 +214,8 @@ def _select_columns(frame: pd.DataFrame, columns: dict, origin: Origin, headerle
     out = pd.DataFrame({ours: frame[src].to_numpy() for ours, src in wanted.items()}, index=frame.index)
     if "text_pair" not in out:
         out["text_pair"] = None
+    if "label" not in out:  # unlabelled text: every row's label is UNLABELLED
+        out["label"] = UNLABELLED
     return out[list(COLUMNS)]
 
 
@@ -391,13 +396,14 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
     check_part(name, spec)
     splits, origins = _load(name, spec)
     pair = source in ("local", "hf") and spec["columns"].get("text_pair") is not None
+    labelled = dataset_is_labelled(spec)
     if source == "builtin":
         given_labels = [0, 1]
     elif source == "sample":
         given_labels = list(range(len(SAMPLES[spec["name"]])))
     else:
         given_labels = spec.get("label_names")
-    label_values = check_rows(splits, origins, pair, given_labels, hub=source == "hf")
+    label_values = check_rows(splits, origins, pair, given_labels, hub=source == "hf", labelled=labelled)
 
     if source != "sample":   # a sample ships all three splits
         splits = _carve_missing_splits(splits, origins, spec.get("split_fractions") or {}, seed)
@@ -410,7 +416,7 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
     if source != "builtin":
         splits = {s: _cap(f, spec.get("max_examples"), seed) for s, f in splits.items()}
     splits = {s: splits[s].copy() for s in SPLITS}
-    label_mapping = encode_labels(splits, label_values)
+    label_mapping = encode_labels(splits, label_values) if labelled else {}
     if source == "builtin":
         label_names = BUILTIN_LABEL_NAMES
     elif source == "sample":
@@ -419,8 +425,11 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         label_names = label_values
     classes = [f"{value!r} -> {index}" + ("" if str(label_names[index]) == value else f" ({label_names[index]})")
                for value, index in label_mapping.items()]
-    print(f"dataset {name!r}: label -> class: {', '.join(classes)}"
-          + ("" if given_labels else " (sorted; list label_names to choose the order)"))
+    if labelled:
+        print(f"dataset {name!r}: label -> class: {', '.join(classes)}"
+              + ("" if given_labels else " (sorted; list label_names to choose the order)"))
+    else:
+        print(f"dataset {name!r}: unlabelled text (columns.label is null; every row's label is {UNLABELLED})")
     checks = check_splits(splits, origins, label_names, pair, warn=source != "builtin")
     splits = {s: splits[s].reset_index(drop=True) for s in SPLITS}
     shortcut = add_shortcut(splits, len(label_names), spec["shortcut"]) if spec.get("shortcut") else None
@@ -441,6 +450,7 @@ def prepare_dataset(name: str, spec: dict, out_dir: str | Path) -> dict[str, Any
         "source": source,
         "spec": spec,
         "task": "pair" if splits["train"]["text_pair"].notna().any() else "single",
+        "labelled": labelled,
         "label_names": label_names,
         "n_labels": len(label_names),
         "label_mapping": label_mapping,

@@ -14,6 +14,9 @@ files) and the fix):
   mixed with text ("label" among "0"/"1" is usually a header line read as data);
 - a train split with a single class.
 
+Unlabelled text (a local or hub dataset whose columns name no label) skips every label check: its rows' label is
+reprsim.dataset_labels.UNLABELLED (-1) and meta["labelled"] is false; the stages that need labels refuse it in the configuration check.
+
 Label policy without label_names: the distinct values become the classes in sorted order, numeric
 order for numbers and numeric strings ("2" < "10"), text order otherwise ("negative" < "positive");
 surrounding whitespace is ignored and 1.0 counts as 1. meta["label_mapping"] records value -> class
@@ -115,11 +118,12 @@ def _blank(texts: pd.Series) -> pd.Series:
 
 
 def check_rows(frames: dict[str, pd.DataFrame], origins: dict, pair: bool, label_names: list | None = None,
-               hub: bool = False) -> list:
+               hub: bool = False, labelled: bool = True) -> list:
     """Refuse bad rows (every problem in one DatasetError); return the class values in index order.
 
     `label_names` fixes the classes (labels outside it are refused); without it the label policy of
-    this module's docstring decides them. `hub`: -1 marks an unlabelled row.
+    this module's docstring decides them. `hub`: -1 marks an unlabelled row. `labelled` False: unlabelled text,
+    whose texts alone are checked (no classes: returns []).
     """
     problems, labels = [], {}
     for split, frame in frames.items():
@@ -134,6 +138,8 @@ def check_rows(frames: dict[str, pd.DataFrame], origins: dict, pair: bool, label
                 problems.append(f"{origin}: {count(len(blank), 'row')} with empty or whitespace-only "
                                 f"{origin.column(column)}: {origin.rows(blank)}. Every example needs a {column}: "
                                 "fill these rows in or delete them")
+        if not labelled:
+            continue
         label = frame["label"].map(canonical_label)
         unlabelled = frame.index[label.eq(HUB_UNLABELLED)] if hub else frame.index[:0]
         if len(unlabelled):
@@ -147,7 +153,7 @@ def check_rows(frames: dict[str, pd.DataFrame], origins: dict, pair: bool, label
                             f"{origin.rows(missing)}. Fill the labels in or delete these rows (a missing label "
                             "is never made a class of its own)")
         labels[split] = label[label.notna() & ~label.index.isin(unlabelled)]
-    values = _class_values(labels, origins, label_names, problems)
+    values = _class_values(labels, origins, label_names, problems) if labelled else []
     raise_problems(origins["train"].dataset, problems)
     return values
 
@@ -217,10 +223,11 @@ def _length_stats(texts: pd.Series) -> dict:
 def check_splits(frames: dict[str, pd.DataFrame], origins: dict, label_names: list, pair: bool,
                  warn: bool = True) -> dict:
     """Refuse a single-class train split; count what is kept (duplicates, conflicting labels, overlap
-    with train) and the texts' lengths per split: meta["checks"]. Labels are class indices here."""
+    with train) and the texts' lengths per split: meta["checks"]. Labels are class indices here; no
+    `label_names`: unlabelled text, which has no classes to check."""
     train, origin = frames["train"], origins["train"]
     classes = train["label"].unique()
-    if len(classes) < 2:
+    if label_names and len(classes) < 2:
         listed = f"label_names lists {label_names}, but " if len(label_names) > 1 else ""
         raise DatasetError(f"{origin}: {listed}all {count(len(train), 'row')} of the prepared split have the label "
                            f"{label_names[classes[0]]!r}; a classifier needs at least two classes. Add examples of "

@@ -287,7 +287,7 @@ def datasets_table(dataset_dirs: Iterable[str]) -> pd.DataFrame:
         meta = read_meta(directory)
         rows.append({
             "dataset": meta["name"], "source": meta["source"], "task": meta["task"],
-            "labels": ", ".join(map(str, meta["label_names"])),
+            "labels": ", ".join(map(str, meta["label_names"])) or "none (unlabelled text)",
             **{f"{split} rows": size for split, size in meta["sizes"].items()},
             "content hash": _short(meta["content_hash"]),
         })
