@@ -451,12 +451,8 @@ def step_workflow(check: Check) -> dict:
         shutil.copy(check.work / "snakemake.out", check.out / "workflow.log")
     logs = sorted((root / ".snakemake" / "log").glob("*.snakemake.log"))
     jobs, _ = utilisation.parse(logs[-1]) if logs else ({}, None)
-    per_rule = {}
-    for job in jobs.values():
-        entry = per_rule.setdefault(job["rule"], {"jobs": 0, "seconds": 0.0, "max_seconds": 0.0})
-        duration = utilisation.seconds(job)
-        entry.update(jobs=entry["jobs"] + 1, seconds=round(entry["seconds"] + duration, 1),
-                     max_seconds=max(entry["max_seconds"], duration))
+    per_rule = {rule: {"jobs": e["jobs"], "seconds": round(e["seconds"], 1), "max_seconds": e["max_seconds"]}
+                for rule, e in utilisation.per_rule(jobs.values()).items()}
     path = utilisation.critical_path(jobs)
     critical = [{"rule": jobs[j]["rule"], "seconds": utilisation.seconds(jobs[j])} for j in path]
     result = {"returncode": code, "cores": cores, "wall_seconds": round(wall, 1), "jobs": len(jobs),

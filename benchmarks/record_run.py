@@ -62,11 +62,9 @@ def run_facts(run: Path, timed: Path | None) -> dict:
     jobs, cores = utilisation.parse(logs[-1])
     done = list(jobs.values())
     wall = (max(j["end"] for j in done) - min(j["start"] for j in done)).total_seconds()
-    facts = {"jobs": len(done), "cores": cores, "log_wall_s": wall, "log": logs[-1].name, "rules": {}}
-    for job in sorted(done, key=lambda j: j["rule"]):  # jobs and job seconds per rule, from the log's stamps
-        rule = facts["rules"].setdefault(job["rule"], {"jobs": 0, "seconds": 0.0})
-        rule["jobs"] += 1
-        rule["seconds"] += (job["end"] - job["start"]).total_seconds()
+    rules = utilisation.per_rule(done)  # jobs and job seconds per rule, from the log's stamps
+    facts = {"jobs": len(done), "cores": cores, "log_wall_s": wall, "log": logs[-1].name,
+             "rules": {rule: {"jobs": rules[rule]["jobs"], "seconds": rules[rule]["seconds"]} for rule in sorted(rules)}}
     if timed is not None:
         facts.update(time_output(timed))
     size_kb = int(subprocess.run(["du", "-sk", str(run / "results")], check=True, capture_output=True,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -74,6 +74,17 @@ def idle_stretches(jobs: list[dict], cores: int, at_least: float = 5.0) -> list[
 
 def seconds(job: dict) -> float:
     return (job["end"] - job["start"]).total_seconds()
+
+
+def per_rule(jobs: Iterable[dict]) -> dict[str, dict]:
+    """rule -> its jobs' count, summed and longest duration (s) and most threads, in the order rules first ran."""
+    rules: dict[str, dict] = {}
+    for job in jobs:
+        entry = rules.setdefault(job["rule"], {"jobs": 0, "seconds": 0.0, "max_seconds": 0.0, "threads": 0})
+        duration = seconds(job)
+        entry.update(jobs=entry["jobs"] + 1, seconds=entry["seconds"] + duration,
+                     max_seconds=max(entry["max_seconds"], duration), threads=max(entry["threads"], job["threads"]))
+    return rules
 
 
 def critical_path(jobs: dict[int, dict]) -> list[int]:
@@ -138,13 +149,9 @@ def main() -> None:
     print(f"{log}: {len(done)} jobs on {cores} cores, wall {wall:.0f} s ({wall / 60:.1f} min)")
     print(f"sum of job durations {sum(durations):.0f} s: utilisation {sum(durations) / (cores * wall):.1%} "
           f"(Σ duration / (cores × wall)); weighted by threads {weighted:.0f} s: {weighted / (cores * wall):.1%}")
-    per_rule = defaultdict(list)
-    for d, job in zip(durations, done):
-        per_rule[job["rule"]].append((d, job["threads"]))
     print(f"\n{'rule':<26}{'jobs':>5}{'threads':>8}{'sum s':>9}{'max s':>8}")
-    for rule, items in sorted(per_rule.items(), key=lambda item: -sum(d for d, _ in item[1])):
-        print(f"{rule:<26}{len(items):>5}{max(t for _, t in items):>8}{sum(d for d, _ in items):>9.0f}"
-              f"{max(d for d, _ in items):>8.0f}")
+    for rule, entry in sorted(per_rule(done).items(), key=lambda item: -item[1]["seconds"]):
+        print(f"{rule:<26}{entry['jobs']:>5}{entry['threads']:>8}{entry['seconds']:>9.0f}{entry['max_seconds']:>8.0f}")
     stretches = idle_stretches(done, cores)
     if stretches:
         print("\nstretches of 5 s or more with a core idle (start s, length s, threads running):")

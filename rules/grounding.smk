@@ -3,10 +3,11 @@
 # intervals (reprsim.stages.grounding; docs/numerics.md §13), then all measures ranked in one table.
 from itertools import combinations
 
+from reprsim.config import grounding_dataset
 from reprsim.relations import seed_families
 
 GROUNDING = config["grounding"]
-GROUNDING_DATASET = GROUNDING["dataset"] or EXTRACT_ON[0]
+GROUNDING_DATASET = grounding_dataset(config)
 SHORTCUT_DATASET = GROUNDING["shortcut_dataset"]
 GROUNDING_SPLIT = config["similarity"]["split"]
 GROUNDING_REPRESENTATION = GROUNDING["representation"] or next(

@@ -262,6 +262,13 @@ def _reference_errors(config: dict, distance_named: bool, written: dict[str, str
         yield from _architecture_errors(models)
 
 
+def grounding_dataset(config: dict) -> str | None:
+    """The dataset the grounding tests compare on: grounding.dataset, else the first extracted dataset in name order
+    (the rules' EXTRACT_ON)."""
+    extracted = sorted((config.get("extraction") or {}).get("datasets") or config.get("datasets") or {})
+    return (config.get("grounding") or {}).get("dataset") or (extracted[0] if extracted else None)
+
+
 def _unlabelled_errors(config: dict, datasets: dict, models: dict) -> Iterator[str]:
     """Unlabelled text (a dataset whose columns name no label) is extracted and compared; what trains or scores on
     its labels is refused, each with the key that asks for it."""
@@ -279,10 +286,8 @@ def _unlabelled_errors(config: dict, datasets: dict, models: dict) -> Iterator[s
         if spec.get("source") == "finetune" and spec.get("dataset") in unlabelled:
             yield (f"key 'models.{model}.dataset' is {spec['dataset']!r}, {why}: fine-tuning trains a classifier on "
                    "labels; name a labelled dataset (compare the base model on the unlabelled text instead)")
-    grounding = config.get("grounding") or {}
-    extracted = (config.get("extraction") or {}).get("datasets") or sorted(datasets)
-    grounded = grounding.get("dataset") or (extracted[0] if extracted else None)
-    if grounding.get("enabled", True) and grounded in unlabelled:
+    grounded = grounding_dataset(config)
+    if (config.get("grounding") or {}).get("enabled", True) and grounded in unlabelled:
         yield (f"grounding (enabled by default) tests the measures on dataset {grounded!r}, {why}: its probes "
                "and predictions need labels; set grounding: {enabled: false}, or grounding.dataset to a labelled "
                "dataset")

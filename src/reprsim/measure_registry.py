@@ -265,6 +265,11 @@ _MEASURES = [
             notes="rows on the unit sphere, distinct pairs (ReSi: raw rows, which underflow for hidden states)"),
 ]
 MEASURES: dict[str, Measure] = {m.name: m for m in _MEASURES}
+# How a reader sees a measure: a registry name by its label, and the measure labels of the shipped configurations
+# that are not registry names (one CKA measure, two estimators) by these; the report and the recorded run's pages
+# both name measures through it.
+CONFIG_LABEL_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA"}
+DISPLAY_NAMES = {**{m.name: m.label for m in _MEASURES}, **CONFIG_LABEL_NAMES}
 
 # What reprsim leaves out, and why (docs/measures.md prints it).
 LEFT_OUT = {

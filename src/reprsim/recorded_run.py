@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from reprsim.measure_registry import DISPLAY_NAMES
+
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED_DIR = ROOT / "docs" / "recorded-run"
 SUMMARY = RECORDED_DIR / "summary.json"
@@ -51,8 +53,6 @@ IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+(reprsim(?:\.\w+)*)(?:[ \t]+im
                     re.MULTILINE)
 BLOCK = re.compile(r"<!-- recorded: ([a-z0-9-]+) -->(.*?)<!-- /recorded -->", re.DOTALL)
 
-MEASURE_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased CKA", "svcca": "SVCCA", "pwcca": "PWCCA",
-                 "neuronsim": "neuronsim", "mutual_knn": "mutual k-NN", "rsa": "RSA", "procrustes": "Procrustes"}
 REPRESENTATIONS = {"mean": "mean pooling", "word": "word level", "attention": "attention"}
 
 
@@ -205,7 +205,7 @@ def _holds_under_table(summary: dict) -> str:
 
 
 def _name(measure: str) -> str:
-    return MEASURE_NAMES.get(measure, measure)
+    return DISPLAY_NAMES.get(measure, measure)
 
 
 def _interval(row: dict, key: str = "estimate", low: str = "ci_low", high: str = "ci_high") -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from reprsim.config import grounding_dataset
 from reprsim.workflow import brought, pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.measures import pair_measures, with_draws
@@ -175,7 +176,7 @@ def measure_tests_seconds(facts, config, w):
     deleted versions (Ding's grid, 14 widths). Seed-sibling cells and the shortcut matrix are left out: at most as
     much again. The probes are their own jobs (light)."""
     grounding = config["grounding"]
-    dataset = grounding["dataset"] or (config["extraction"].get("datasets") or sorted(config["datasets"]))[0]
+    dataset = grounding_dataset(config)
     spec = {**config["measures"][w["label"]], "null_permutations": 0,
             "resamples": grounding["resamples"] or config["similarity"]["intervals"]["resamples"]}
     one = {w["label"]: spec}
@@ -199,8 +200,7 @@ def measure_tests_seconds(facts, config, w):
 
 def measure_tests_mem_mb(facts, config, w, attempt):
     """The models' last layers and one model's layers in float64, twice over for the measure's work."""
-    grounding = config["grounding"]
-    dataset = grounding["dataset"] or (config["extraction"].get("datasets") or sorted(config["datasets"]))[0]
+    dataset = grounding_dataset(config)
     stores = [facts.store(dataset, m) for m in brought.network_models(config["models"])]
     n = compared_rows(stores[0], config, "mean")
     floats = sum(s["hidden_size"] for s in stores) * n + max(s["hidden_size"] * (s["n_layers"] + 1) for s in stores) * n

@@ -21,6 +21,7 @@ import pandas as pd
 
 from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
+from reprsim.measure_registry import DISPLAY_NAMES
 from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
 from reprsim.measure_registry import MEASURES as REGISTRY
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
@@ -28,10 +29,7 @@ from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis
 
 Tables = dict[str, pd.DataFrame]
 
-MEASURE_LABELS = {**{name: spec.label for name, spec in REGISTRY.items()},
-                  "linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
-                  "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes distance", "mutual_knn": "mutual k-NN",
-                  "attn_pearson": "attnsim, Pearson", "attn_js": "attnsim, Jensen–Shannon",
+MEASURE_LABELS = {**DISPLAY_NAMES, "procrustes": "Procrustes distance", "attn_pearson": "attnsim, Pearson", "attn_js": "attnsim, Jensen–Shannon",
                   "attn_frobenius": "attnsim, Frobenius", "attn_cka": "distributed attention, CKA"}
 # Distances of attention maps (reprsim.attention): JS lies in [0, ln 2]; Frobenius has no fixed top. The measures'
 # fixed ranges come from their registry entries; a distance without a fixed top runs from 0 to the panel's largest.

@@ -37,7 +37,7 @@ from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
-from reprsim.measure_registry import FAMILIES, MEASURES
+from reprsim.measure_registry import DISPLAY_NAMES, FAMILIES
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stages.report.render import render_page
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
@@ -138,9 +138,7 @@ def caption(name: str, **wildcards: str) -> str:
 
 # ----------------------------------------------------------------- what sections hand the templates
 
-MEASURE_NAMES = {**{name: spec.label for name, spec in MEASURES.items()},
-                 "linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA",
-                 "svcca": "SVCCA", "pwcca": "PWCCA", "procrustes": "Procrustes", "mutual_knn": "mutual k-NN"}
+MEASURE_NAMES = {**DISPLAY_NAMES, "procrustes": "Procrustes"}
 
 
 @dataclass(frozen=True)
