@@ -1,6 +1,6 @@
 """Record a finished default run as the figures the README and the guide quote.
 
-    python benchmarks/record_run.py RUN [--time-output FILE] [--write]
+    python benchmarks/record_run.py RUN --other-kernel OTHER [--other-kernel-path ENV] [--time-output FILE] [--write]
 
 RUN is the directory the run was made in (`snakemake --cores 2` with config/config.yaml, from an empty results/).
 Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the results tables it quotes
@@ -12,6 +12,9 @@ Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the resu
   start to the last one's end (benchmarks/utilisation.py parses it);
 - --time-output: `/usr/bin/time -v` of the snakemake command: its wall clock and peak resident memory;
 - `du -sk RUN/results`: the results' size; `git -C RUN rev-parse HEAD`: the commit;
+- --other-kernel OTHER: the same commit's default run on another BLAS kernel path (--other-kernel-path, e.g.
+  MKL_CBWR=COMPATIBLE): its findings are copied beside the summary, and which of RUN's findings moved and by how
+  much is recorded (reprsim.recorded_run.kernel_variation), since what passes through training depends on the CPU;
 - the fingerprint of RUN's configuration and code (reprsim.recorded_run.fingerprint over RUN's own checkout; this
   checkout's when RUN holds no config/ and scripts/): the guide calls the figures stale while it differs from this
   checkout's.
@@ -77,6 +80,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path)
     parser.add_argument("--time-output", type=Path, help="the `/usr/bin/time -v` output of the run")
+    parser.add_argument("--other-kernel", type=Path, required=True,
+                        help="the directory of the same commit's default run on another kernel path")
+    parser.add_argument("--other-kernel-path", default="MKL_CBWR=COMPATIBLE",
+                        help="the environment that run had (default: MKL_CBWR=COMPATIBLE)")
     parser.add_argument("--write", action="store_true", help="rewrite the recorded blocks of README.md and docs/")
     args = parser.parse_args()
     import pandas as pd
@@ -89,6 +96,13 @@ def main() -> None:
     # the fingerprint of the code and configuration that made the run: RUN's own checkout, else this one
     code = run if (run / "config" / "config.yaml").is_file() and (run / "scripts").is_dir() else recorded_run.ROOT
     commit = subprocess.run(["git", "-C", str(run), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    other = args.other_kernel.resolve()
+    other_commit = subprocess.run(["git", "-C", str(other), "rev-parse", "HEAD"], capture_output=True,
+                                  text=True).stdout.strip()
+    if other_commit != commit:
+        raise SystemExit(f"{other} is commit {other_commit[:7] or '?'}, {run} is {commit[:7] or '?'}: "
+                         "the kernel comparison needs one commit's two runs")
+    other_findings = other / "results" / "tables" / "findings.parquet"
     summary = {
         "commit": commit or None,
         "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
@@ -96,6 +110,8 @@ def main() -> None:
         "fingerprint_files": len(recorded_run.fingerprint_files(code)),
         "run": run_facts(run, args.time_output),
         **recorded_run.summarise(tables),
+        "kernel_variation": recorded_run.kernel_variation(tables["findings"], pd.read_parquet(other_findings),
+                                                          args.other_kernel_path),
     }
     recorded_run.RECORDED_DIR.mkdir(parents=True, exist_ok=True)
     for name in recorded_run.TABLES:
@@ -103,6 +119,7 @@ def main() -> None:
             recorded_run.SUBSETS[name](tables[name]).to_parquet(recorded_run.RECORDED_DIR / f"{name}.parquet")
         else:
             shutil.copyfile(sources[name], recorded_run.RECORDED_DIR / f"{name}.parquet")
+    shutil.copyfile(other_findings, recorded_run.RECORDED_DIR / f"{recorded_run.OTHER_KERNEL_FINDINGS}.parquet")
     recorded_run.SUMMARY.write_text(json.dumps(summary, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     print(f"wrote {recorded_run.SUMMARY.relative_to(recorded_run.ROOT)} (commit {commit[:7] or '?'}, "
           f"{summary['run']['jobs']} jobs) and {len(recorded_run.TABLES)} tables beside it")

@@ -155,6 +155,38 @@ def summarise(tables: dict) -> dict:
     }
 
 
+# the default run's findings made again by the same commit on another BLAS kernel path (record_run --other-kernel)
+OTHER_KERNEL_FINDINGS = "findings_other_kernel"
+FINDING_KEY = ("claim_id", "measure", "representation")
+ROUNDING = 1e-9  # a change above this (relative to max(1, |value|)) is more than the arithmetic's rounding
+
+
+def kernel_variation(findings, other, kernel_path: str) -> dict:
+    """How the findings moved between two runs of one commit on different kernel paths: each row's largest change of
+    its estimate or interval ends, whether its verdict held, and the rows that moved by more than rounding."""
+    def change(a: float, b: float) -> float:
+        if math.isnan(a) or math.isnan(b):
+            return 0.0 if math.isnan(a) and math.isnan(b) else math.inf
+        return abs(a - b) / max(1.0, abs(a))
+
+    merged = findings.merge(other, on=list(FINDING_KEY), suffixes=("", "_other"), validate="one_to_one")
+    moved, largest_rest, held, decided = [], 0.0, 0, 0
+    for row in merged.to_dict("records"):
+        largest = max(change(row[c], row[f"{c}_other"]) for c in ("estimate", "ci_low", "ci_high"))
+        if row["verdict"] != "not applicable":
+            decided += 1
+            held += row["verdict"] == row["verdict_other"]
+        if largest > ROUNDING:
+            moved.append({**{c: _clean(row[c]) for c in ("claim_id", "claim", "measure", "representation", "n",
+                                                          "estimate", "ci_low", "ci_high", "verdict")},
+                          **{f"{c}_other": _clean(row[f"{c}_other"])
+                             for c in ("estimate", "ci_low", "ci_high", "verdict")}})
+        else:
+            largest_rest = max(largest_rest, largest)
+    return {"path": kernel_path, "rows": len(merged), "decided": decided, "verdicts_held": held, "moved": moved,
+            "largest_other_change": largest_rest}
+
+
 # -- rendering ---------------------------------------------------------------------------------------------------
 def _g(value: float | None) -> str:
     return "–" if value is None else f"{value:.3g}"
@@ -369,6 +401,22 @@ def _grounding_jobs(summary: dict) -> str:
             f"{sum(rules[r]['seconds'] for r in counted):.0f} s of job time")
 
 
+def _kernel_variation(summary: dict) -> str:
+    variation = summary["kernel_variation"]
+    moved = variation["moved"]
+    lines = [f"The same commit rerun with `{variation['path']}`: {variation['verdicts_held']} of "
+             f"{variation['decided']} verdicts held; {len(moved)} of {variation['rows']} findings moved by more than "
+             f"rounding ({ROUNDING:g} relative), every other one by at most {variation['largest_other_change']:.1g}."]
+    if moved:
+        lines += ["", "| claim | models · measure | this CPU's default kernels | other kernels | n |",
+                  "|---|---|---|---|---:|"]
+        for row in moved:
+            ends = [f"{_g(row[f'estimate{s}'])} [{_g(row[f'ci_low{s}'])}, {_g(row[f'ci_high{s}'])}] ({row[f'verdict{s}']})"
+                    for s in ("", "_other")]
+            lines.append(f"| {_cell(row['claim'])} | {_cell(row['measure'])} | {ends[0]} | {ends[1]} | {row['n']} |")
+    return "\n".join(lines)
+
+
 def _gb(size: float | None) -> str:
     return "–" if size is None else f"{size / 1e9:.2f} GB" if size < 1e10 else f"{size / 1e9:.0f} GB"
 
@@ -398,6 +446,7 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "default-grounding-layer": (_grounding_layer, False),
     "default-grounding-auprc": (_grounding_auprc, False),
     "default-grounding-deletion": (_grounding_deletion, False),
+    "default-kernel-variation": (_kernel_variation, True),
     "default-grounding-deletion-rho": (lambda s: f"{_score_range(s, 'deletion', 'spearman')[1]:.2f}", False),
 }
 

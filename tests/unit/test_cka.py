@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import rounding
 from reprsim.metrics.cka import linear_cka, linear_cka_layers
 
 
@@ -119,6 +120,31 @@ def reference_cka(X, Y, kernel, estimator, threshold=1.0):
     return reference_hsic(K, L, estimator) / np.sqrt(reference_hsic(K, K, estimator) * reference_hsic(L, L, estimator))
 
 
+def gram_tolerance(Xs, Ys, kernel="linear", estimator="biased", threshold=1.0):
+    """How far two summation orders of the Gram form may leave a CKA apart on any BLAS kernel (tests/rounding.py),
+    for every layer pair of Xs and Ys: each HSIC is a sum over the n² entries of two Grams, off by γ_(n²) times its
+    terms' magnitudes; over the value, these are its condition. The biased estimator's centred Grams keep it at most
+    1 + CKA (Cauchy–Schwarz); the unbiased one's three sums of raw Grams cancel where the Grams share a large
+    constant part (shifted rows, RBF entries near their mean). The feature form's sums (n, then d² terms) are
+    shorter."""
+    def hsic(K, L):  # the estimator's sum (without its constant factor) and the sum of its terms' magnitudes
+        n = len(K)
+        if estimator == "biased":
+            K, L = (M - M.mean(0) - M.mean(1)[:, None] + M.mean() for M in (K, L))
+            return (K * L).sum(), np.abs(K * L).sum()
+        K, L = (M - np.diag(np.diag(M)) for M in (K, L))
+        A, B = np.abs(K), np.abs(L)
+        return ((K * L).sum() + K.sum() * L.sum() / ((n - 1) * (n - 2)) - 2 / (n - 2) * K.sum(0) @ L.sum(0),
+                (A * B).sum() + A.sum() * B.sum() / ((n - 1) * (n - 2)) + 2 / (n - 2) * A.sum(0) @ B.sum(0))
+
+    condition = 0.0
+    for K in (reference_gram(np.asarray(X), kernel, threshold) for X in Xs):
+        for L in (reference_gram(np.asarray(Y), kernel, threshold) for Y in Ys):
+            (xy, a_xy), (xx, a_xx), (yy, a_yy) = hsic(K, L), hsic(K, K), hsic(L, L)
+            condition = max(condition, (a_xy + abs(xy) * (a_xx / xx + a_yy / yy) / 2) / np.sqrt(xx * yy))
+    return rounding.products(K.shape[0] ** 2, condition=condition)
+
+
 @pytest.mark.parametrize("kernel", ["linear", "rbf"])
 @pytest.mark.parametrize("estimator", ["biased", "unbiased"])
 @pytest.mark.parametrize("n", [12, 40])
@@ -138,9 +164,11 @@ def test_batched_layers_equal_single_pairs(kernel, estimator):
     Ys[0, :, :7] += 2 * Xs[1]
     values, meta = cka_layers(Xs, list(Ys), kernel=kernel, estimator=estimator)
     assert meta["kernel"] == kernel and meta["estimator"] == estimator
+    # n = 30 ≤ d: the Gram form, whose Grams are built a layer at a time either way; the sums over them are not
+    tolerance = gram_tolerance(Xs, Ys, kernel, estimator)
     for i in range(3):
         for j in range(2):
-            assert values[i, j].item() == pytest.approx(cka(Xs[i], Ys[j], kernel, estimator), abs=1e-12)
+            assert values[i, j].item() == pytest.approx(cka(Xs[i], Ys[j], kernel, estimator), abs=tolerance)
 
 
 def test_unbiased_can_be_negative_and_needs_four_rows():
@@ -156,8 +184,8 @@ def test_minibatch_with_one_batch_is_unbiased_cka_and_reports_batches():
     Xs, Ys = rng.normal(size=(2, 50, 6)), rng.normal(size=(2, 50, 6))
     Ys[1] += Xs[0]
     whole, _ = minibatch_cka_layers(Xs, Ys, batch_size=50)
-    unbiased, _ = cka_layers(Xs, Ys, estimator="unbiased")
-    torch.testing.assert_close(whole, unbiased, rtol=0, atol=1e-12)
+    unbiased, _ = cka_layers(Xs, Ys, estimator="unbiased")  # n > d: the feature form, against one batch's Grams
+    torch.testing.assert_close(whole, unbiased, rtol=0, atol=gram_tolerance(Xs, Ys, estimator="unbiased"))
     values, meta = minibatch_cka_layers(Xs, Ys, batch_size=16)
     assert meta["n_batches"] == 3 and meta["dropped_rows"] == 2
     # by hand: sum HSIC over three batches

@@ -44,6 +44,35 @@ def test_quoted_values_are_the_copied_tables():
         assert SUMMARY[key] == value, key
 
 
+def test_kernel_variation_is_the_two_runs_findings():
+    """The guide's 'which numbers depend on the CPU' is recomputed from both runs' findings tables."""
+    findings = pd.read_parquet(recorded_run.RECORDED_DIR / "findings.parquet")
+    other = pd.read_parquet(recorded_run.RECORDED_DIR / f"{recorded_run.OTHER_KERNEL_FINDINGS}.parquet")
+    variation = SUMMARY["kernel_variation"]
+    recomputed = recorded_run.kernel_variation(findings, other, variation["path"])
+    assert json.loads(json.dumps(recomputed, allow_nan=False)) == variation
+    assert variation["rows"] == len(findings)
+    # the rendering: a row per moved finding, under a sentence with the counts
+    rendered = recorded_run.render("default-kernel-variation", SUMMARY)
+    assert f"{variation['verdicts_held']} of {variation['decided']} verdicts held" in rendered
+    assert rendered.count("\n| ") == len(variation["moved"]) + 1 - (not variation["moved"])
+
+
+def test_kernel_variation_finds_what_moved():
+    findings = pd.DataFrame({"claim_id": ["a", "b", "c"], "claim": ["A", "B", "C"], "measure": ["m"] * 3,
+                             "representation": ["mean"] * 3, "n": [10] * 3, "estimate": [0.5, 0.2, float("nan")],
+                             "ci_low": [0.4, 0.1, float("nan")], "ci_high": [0.6, 0.3, float("nan")],
+                             "verdict": ["supported", "supported", "not applicable"]})
+    other = findings.copy()
+    other.loc[0, "ci_low"] = 0.4 + 1e-12  # rounding
+    other.loc[1, ["estimate", "verdict"]] = [0.25, "inconclusive"]
+    variation = recorded_run.kernel_variation(findings, other, "MKL_CBWR=COMPATIBLE")
+    assert [row["claim_id"] for row in variation["moved"]] == ["b"]
+    assert variation["moved"][0]["verdict_other"] == "inconclusive"
+    assert (variation["decided"], variation["verdicts_held"]) == (2, 1)
+    assert variation["largest_other_change"] == pytest.approx(1e-12, rel=1e-3)
+
+
 def test_findings_table_has_every_row_of_the_findings_table():
     findings = pd.read_parquet(recorded_run.RECORDED_DIR / "findings.parquet")
     table = recorded_run.render("findings-table", SUMMARY).strip().splitlines()

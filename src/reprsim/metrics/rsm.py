@@ -5,14 +5,16 @@ matrix, ranks, spectrum or basis is built once per call; a layer pair costs one 
 Euclidean distances come from the Gram matrix of the layer less its column medians (a shift changes no distance
 and keeps |x_i|² + |x_j|² − 2<x_i, x_j> from cancelling on large offsets; each median is one of its column's
 values, so an integer-valued layer stays integer and its squared distances are exact while sums stay below 2^53;
-unlike the mean, a median is not dragged by an outlying row), clamped at 0, diagonal set to 0. Everything is
-torch, on the inputs' device.
+unlike the mean, a median is not dragged by an outlying row), clamped at 0, diagonal set to 0; the root is
+correctly rounded (`correctly_rounded_sqrt_`), so integer layers' distances are the same on every CPU. Everything
+else is torch, on the inputs' device.
 
 RSA with Spearman: average ranks, and entries that differ by float rounding only are tied. In sorted order an
 entry at most TIE_TOLERANCE · s = 2⁻⁴⁰ s above the previous one joins its tie, s the size of the products the
 entry sums (the larger of the two entries' s): 1 for the cosine and correlation RDMs (unit rows),
 (|x_i − m|² + |x_j − m|²) / 2 for the Euclidean RDM, ranked by squared distance (m the column medians).
-Rounding moves entries by ≤ 1.1e-14 s (measured, d ≤ 4096). Without the tolerance exact ties split (an integer
+Rounding moves entries by ≤ 3γ_d·s in any summation order, so on any BLAS kernel (γ_d = d·u / (1 − d·u): below
+2⁻⁴⁰ for d ≤ 2,730), and by ≤ 1.1e-14 s as measured at d ≤ 4096. Without the tolerance exact ties split (an integer
 layer's 823 exact correlation distances are 831 floats in scipy's pdist) and ρ moves, by 2e-4 on the example
 of docs/numerics.md; with it, exact values closer than 2⁻⁴⁰ s are tied too.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
 import torch
 
 from reprsim.metrics._inputs import centre, layer_pair
@@ -69,9 +72,23 @@ def _squared_distances(Zs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return squared, norms
 
 
+def correctly_rounded_sqrt_(values: torch.Tensor) -> torch.Tensor:
+    """Square roots in place, correctly rounded (IEEE 754's sqrt), so equal squared distances give the same
+    root on every CPU. torch's CPU sqrt goes through MKL's vector math: within an ulp of the root, by an
+    algorithm MKL picks per CPU (on AVX-512 it rounds some integers' roots the other way; on an AMD EPYC with
+    AVX2 it differs from the correctly rounded root on 1.2 % of random doubles). NumPy's sqrt is the CPU's sqrt
+    instruction, and CUDA's sqrt is correctly rounded in both precisions."""
+    if values.device.type != "cpu":
+        return values.sqrt_()
+    array = values.numpy()
+    np.sqrt(array, out=array)
+    return values
+
+
 def euclidean_distances(Zs: torch.Tensor) -> torch.Tensor:
-    """(L, n, n) Euclidean distances between the rows of each layer."""
-    return _squared_distances(Zs)[0].sqrt_()
+    """(L, n, n) Euclidean distances between the rows of each layer: for integer-valued layers the exact
+    distances correctly rounded, on every BLAS kernel (the squared distances are exact integers)."""
+    return correctly_rounded_sqrt_(_squared_distances(Zs)[0])
 
 
 def _unit_rows(Zs: torch.Tensor, degenerate: torch.Tensor, measure: str, why: str) -> torch.Tensor:
