@@ -5,7 +5,11 @@
 Each parquet table present in either folder is read from both: missing tables, changed columns and changed
 row counts are reported; numeric columns compare within rtol (relative to the larger magnitude) or atol, and
 NaN equals NaN; other columns compare exactly, JSON columns (meta, detail) key by key with the same numeric
-tolerance. Columns and JSON keys that record time or place (any name with 'seconds', device, …) are left out. Prints
+tolerance. The default tolerances are for two runs on one machine and kernel path (the same code, or a change that
+keeps the order of every sum): between CPUs or MKL kernel paths, or after a change that reorders a sum, values move
+by rounding (bounded by about 1e-9 in a pair job's sums over 872 rows, and more where training is involved;
+docs/findings.md, "The same numbers on another CPU"), so compare those with a looser --rtol. Columns and JSON keys
+that record time or place (any name with 'seconds', device, …) are left out. Prints
 one line per table that differs (the worst column and its largest difference) and a summary; exit status 1
 when anything differs.
 """

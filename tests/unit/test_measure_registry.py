@@ -89,11 +89,6 @@ def test_undeclared_invariance_fails_somewhere(name, kind):
         f"{name} looks invariant to {kind} ({INVARIANCES[kind]}), which its registry entry does not declare"
 
 
-# distances computed as the root of a difference of terms that cancel on identical inputs: √(a + b − 2c) or, for the
-# angles, arccos(c / √(ab)); rounding leaves √(rounding) there, not rounding itself
-ROOTS_OF_CANCELLATION = {"gulp", "procrustes", "shape_metric"}
-
-
 def _identical_tolerance(name: str, X: np.ndarray) -> float:
     """How far from its declared value a measure of X against itself may be, on any BLAS kernel: its terms are
     sums of n·d products (tests/rounding.py); a root of their cancellation loses half the digits; a measure that
@@ -101,8 +96,8 @@ def _identical_tolerance(name: str, X: np.ndarray) -> float:
     condition number; an unbounded distance is in X's own units."""
     n, d = X.shape
     centred = X - X.mean(axis=0)
-    if name in ROOTS_OF_CANCELLATION:
-        return rounding.root_of_cancellation(n * d, scale=d)  # GULP's terms are traces of size rank ≤ d
+    if root := rounding.root_at_identity(name, n, d):
+        return root
     singular = np.linalg.svd(centred, compute_uv=False)
     condition = singular[0] / singular[-1] if MEASURES[name].rows_per_dimension else 1.0
     scale = np.linalg.norm(centred) if math.isinf(MEASURES[name].range[1]) else 1.0

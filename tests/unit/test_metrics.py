@@ -8,9 +8,6 @@ import rounding
 from reprsim.metrics import MEASURES, compute, compute_layers, null
 
 PARAMS = {"cka_minibatch": {"batch_size": 20}, "mutual_knn": {"k": 5}}
-# distances that are the root of terms cancelling on identical inputs, √(a + b − 2c) or arccos(c / √(ab)):
-# rounding leaves √(rounding) there (tests/rounding.py)
-ROOTS_OF_CANCELLATION = {"gulp", "procrustes", "shape_metric"}
 
 
 @pytest.fixture()
@@ -25,10 +22,7 @@ def data():
 def test_identity(name, data):
     _, X, _ = data
     result = compute(name, X, X, **PARAMS.get(name, {}))
-    n, d = X.shape
-    tolerance = 1e-7
-    if name in ROOTS_OF_CANCELLATION:  # GULP's terms are traces of size up to d, the angles' cosines of size 1
-        tolerance = rounding.root_of_cancellation(n * d, scale=d if name == "gulp" else 1.0)
+    tolerance = rounding.root_at_identity(name, *X.shape) or 1e-7  # a root of cancellation keeps √(rounding)
     assert result.value == pytest.approx(0.0 if result.meta["kind"] == "distance" else 1.0, abs=tolerance)
     assert result.meta["measure"] == name and result.meta["n"] == 60
 
