@@ -1,6 +1,7 @@
 """The default run's figures that the README and the guide quote, kept as a recorded run summary so that they cannot
-drift: docs/recorded-run/summary.json, written by ``benchmarks/record_run.py RUN --write`` from a finished run,
-with copies of the small results tables it quotes beside it.
+drift: docs/recorded-run/summary.json, written by ``benchmarks/record_run.py RUN --other-kernel OTHER --write`` from
+a finished run (and the same commit's run on another kernel path), with copies of the small results tables it
+quotes beside it.
 
 A quoted figure sits in the Markdown between ``<!-- recorded: NAME -->`` and ``<!-- /recorded -->``; :func:`render`
 makes NAME from the summary (``BLOCKS`` lists them) and :func:`fill` rewrites every block of a page.
@@ -158,33 +159,28 @@ def summarise(tables: dict) -> dict:
 # the default run's findings made again by the same commit on another BLAS kernel path (record_run --other-kernel)
 OTHER_KERNEL_FINDINGS = "findings_other_kernel"
 FINDING_KEY = ("claim_id", "measure", "representation")
-ROUNDING = 1e-9  # a change above this (relative to max(1, |value|)) is more than the arithmetic's rounding
 
 
 def kernel_variation(findings, other, kernel_path: str) -> dict:
-    """How the findings moved between two runs of one commit on different kernel paths: each row's largest change of
-    its estimate or interval ends, whether its verdict held, and the rows that moved by more than rounding."""
+    """How the findings moved between two runs of one commit on different kernel paths: for each decided finding
+    (not 'not applicable') both runs' estimate, interval and verdict, and the largest change of the three numbers."""
     def change(a: float, b: float) -> float:
         if math.isnan(a) or math.isnan(b):
             return 0.0 if math.isnan(a) and math.isnan(b) else math.inf
-        return abs(a - b) / max(1.0, abs(a))
+        return abs(a - b)
 
     merged = findings.merge(other, on=list(FINDING_KEY), suffixes=("", "_other"), validate="one_to_one")
-    moved, largest_rest, held, decided = [], 0.0, 0, 0
+    rows = []
     for row in merged.to_dict("records"):
-        largest = max(change(row[c], row[f"{c}_other"]) for c in ("estimate", "ci_low", "ci_high"))
-        if row["verdict"] != "not applicable":
-            decided += 1
-            held += row["verdict"] == row["verdict_other"]
-        if largest > ROUNDING:
-            moved.append({**{c: _clean(row[c]) for c in ("claim_id", "claim", "measure", "representation", "n",
-                                                          "estimate", "ci_low", "ci_high", "verdict")},
-                          **{f"{c}_other": _clean(row[f"{c}_other"])
-                             for c in ("estimate", "ci_low", "ci_high", "verdict")}})
-        else:
-            largest_rest = max(largest_rest, largest)
-    return {"path": kernel_path, "rows": len(merged), "decided": decided, "verdicts_held": held, "moved": moved,
-            "largest_other_change": largest_rest}
+        if row["verdict"] == "not applicable" and row["verdict_other"] == "not applicable":
+            continue
+        rows.append({**{c: _clean(row[c]) for c in ("claim_id", "claim", "measure", "representation", "n", "estimate",
+                                                     "ci_low", "ci_high", "verdict")},
+                     **{f"{c}_other": _clean(row[f"{c}_other"]) for c in ("estimate", "ci_low", "ci_high", "verdict")},
+                     "change": _clean(max(change(row[c], row[f"{c}_other"]) for c in ("estimate", "ci_low", "ci_high")))})
+    rows.sort(key=lambda r: -(r["change"] if r["change"] is not None else math.inf))
+    return {"path": kernel_path, "decided": len(rows),
+            "verdicts_held": sum(r["verdict"] == r["verdict_other"] for r in rows), "rows": rows}
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -403,17 +399,16 @@ def _grounding_jobs(summary: dict) -> str:
 
 def _kernel_variation(summary: dict) -> str:
     variation = summary["kernel_variation"]
-    moved = variation["moved"]
-    lines = [f"The same commit rerun with `{variation['path']}`: {variation['verdicts_held']} of "
-             f"{variation['decided']} verdicts held; {len(moved)} of {variation['rows']} findings moved by more than "
-             f"rounding ({ROUNDING:g} relative), every other one by at most {variation['largest_other_change']:.1g}."]
-    if moved:
-        lines += ["", "| claim | models · measure | this CPU's default kernels | other kernels | n |",
-                  "|---|---|---|---|---:|"]
-        for row in moved:
-            ends = [f"{_g(row[f'estimate{s}'])} [{_g(row[f'ci_low{s}'])}, {_g(row[f'ci_high{s}'])}] ({row[f'verdict{s}']})"
-                    for s in ("", "_other")]
-            lines.append(f"| {_cell(row['claim'])} | {_cell(row['measure'])} | {ends[0]} | {ends[1]} | {row['n']} |")
+    lines = [f"The same commit rerun with `{variation['path']}`: {variation['verdicts_held']} of {variation['decided']} "
+             "verdicts held. Each finding's largest change of its estimate or interval ends, largest first:", "",
+             "| claim | measure · representation | recorded run | other kernels | largest change |",
+             "|---|---|---|---|---:|"]
+    for row in variation["rows"]:
+        ends = [f"{_g(row[f'estimate{s}'])} [{_g(row[f'ci_low{s}'])}, {_g(row[f'ci_high{s}'])}]" for s in ("", "_other")]
+        what = " · ".join(part for part in (row["measure"], REPRESENTATIONS.get(row["representation"] or "",
+                                                                              row["representation"])) if part)
+        moved = "none" if row["change"] == 0 else f"{row['change']:.1g}"
+        lines.append(f"| {_cell(row['claim'])} | {_cell(what)} | {ends[0]} | {ends[1]} | {moved} |")
     return "\n".join(lines)
 
 
@@ -488,4 +483,5 @@ def stale_note(summary: dict, root: Path = ROOT) -> str | None:
     commit = (summary.get("commit") or "?")[:7]
     return ("!!! warning \"Recorded figures may be out of date\"\n"
             f"    These figures come from a run of commit {commit}; the code or configuration has changed since: "
-            "they may be out of date. Rerun the default and `benchmarks/record_run.py RUN --write`.\n")
+            "they may be out of date. Rerun the default (twice: once with MKL_CBWR=COMPATIBLE) and "
+            "`benchmarks/record_run.py RUN --other-kernel OTHER --write`.\n")

@@ -51,11 +51,10 @@ def test_kernel_variation_is_the_two_runs_findings():
     variation = SUMMARY["kernel_variation"]
     recomputed = recorded_run.kernel_variation(findings, other, variation["path"])
     assert json.loads(json.dumps(recomputed, allow_nan=False)) == variation
-    assert variation["rows"] == len(findings)
-    # the rendering: a row per moved finding, under a sentence with the counts
+    assert variation["decided"] == (findings["verdict"] != "not applicable").sum()
     rendered = recorded_run.render("default-kernel-variation", SUMMARY)
     assert f"{variation['verdicts_held']} of {variation['decided']} verdicts held" in rendered
-    assert rendered.count("\n| ") == len(variation["moved"]) + 1 - (not variation["moved"])
+    assert rendered.count("\n| ") == variation["decided"] + 1  # the header and a row per decided finding
 
 
 def test_kernel_variation_finds_what_moved():
@@ -67,10 +66,10 @@ def test_kernel_variation_finds_what_moved():
     other.loc[0, "ci_low"] = 0.4 + 1e-12  # rounding
     other.loc[1, ["estimate", "verdict"]] = [0.25, "inconclusive"]
     variation = recorded_run.kernel_variation(findings, other, "MKL_CBWR=COMPATIBLE")
-    assert [row["claim_id"] for row in variation["moved"]] == ["b"]
-    assert variation["moved"][0]["verdict_other"] == "inconclusive"
+    assert [row["claim_id"] for row in variation["rows"]] == ["b", "a"]  # largest change first; c not applicable
+    assert variation["rows"][0]["change"] == pytest.approx(0.05) and variation["rows"][0]["verdict_other"] == "inconclusive"
+    assert variation["rows"][1]["change"] == pytest.approx(1e-12, rel=1e-3)
     assert (variation["decided"], variation["verdicts_held"]) == (2, 1)
-    assert variation["largest_other_change"] == pytest.approx(1e-12, rel=1e-3)
 
 
 def test_findings_table_has_every_row_of_the_findings_table():
@@ -123,7 +122,7 @@ def test_stale_note_names_the_commit_and_the_command():
     assert recorded_run.stale_note({**SUMMARY, "fingerprint": recorded_run.fingerprint()}) is None
     note = recorded_run.stale_note({**SUMMARY, "fingerprint": "0" * 64})
     assert note.startswith("!!! warning") and SUMMARY["commit"][:7] in note
-    assert "benchmarks/record_run.py RUN --write" in note
+    assert "benchmarks/record_run.py RUN --other-kernel OTHER --write" in note
 
 
 @pytest.mark.parametrize("name", sorted(recorded_run.BLOCKS))
