@@ -44,14 +44,13 @@ def root_of_cancellation(m: int, scale: float = 1.0, dtype=np.float64) -> float:
     return math.sqrt(4 * gamma(m, dtype) * scale)
 
 
-# measures whose value on identical inputs is the root of a difference that cancels there, with the size of its
-# terms: GULP's √(a + b − 2c) of traces of size rank ≤ d; the angles' arccos(c / √(ab)) of cosines of size 1
-ROOTS_OF_CANCELLATION = {"gulp": "d", "procrustes": 1.0, "shape_metric": 1.0}
+# measures whose value on identical inputs is the root of a difference that cancels there: GULP's √(a + b − 2c) of
+# traces of size rank ≤ d; the angles' arccos(c / √(ab)) of cosines of size 1
+ROOTS_OF_CANCELLATION = {"gulp", "procrustes", "shape_metric"}
 
 
 def root_at_identity(name: str, n: int, d: int) -> float | None:
     """The rounding a root-of-cancellation measure keeps on identical n × d inputs; None for the other measures."""
     if name not in ROOTS_OF_CANCELLATION:
         return None
-    scale = ROOTS_OF_CANCELLATION[name]
-    return root_of_cancellation(n * d, scale=d if scale == "d" else scale)
+    return root_of_cancellation(n * d, scale=d if name == "gulp" else 1.0)
