@@ -1,6 +1,7 @@
 """Record a finished default run as the figures the README and the guide quote.
 
-    python benchmarks/record_run.py RUN --other-kernel OTHER [--other-kernel-path ENV] [--time-output FILE] [--write]
+    python benchmarks/record_run.py RUN --other-kernel OTHER [--other-kernel-path ENV] [--time-output FILE]
+        [--universality STUDY_RUN [--universality-time-output FILE]] [--coverage FILE] [--write]
 
 RUN is the directory the run was made in (`snakemake --cores 2` with config/config.yaml, from an empty results/).
 Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the results tables it quotes
@@ -18,6 +19,13 @@ Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the resu
 - the fingerprint of RUN's configuration and code (reprsim.recorded_run.fingerprint over RUN's own checkout; this
   checkout's when RUN holds no config/ and scripts/): the guide calls the figures stale while it differs from this
   checkout's.
+
+Beside the default, from their own runs (each carried over from the previous recording when not given):
+
+- --universality STUDY_RUN: a finished run of config/examples/universality.yaml (its Snakemake log, its universality
+  table and statement: reprsim.recorded_run.universality_summary), with --universality-time-output its
+  `/usr/bin/time -v`;
+- --coverage FILE: benchmarks/interval_coverage.py's --out.
 
 With --write, every `<!-- recorded: NAME -->` block of README.md and docs/**/*.md is rewritten from the summary.
 """
@@ -84,6 +92,9 @@ def main() -> None:
                         help="the directory of the same commit's default run on another kernel path")
     parser.add_argument("--other-kernel-path", default="MKL_CBWR=COMPATIBLE",
                         help="the environment that run had (default: MKL_CBWR=COMPATIBLE)")
+    parser.add_argument("--universality", type=Path, help="a finished run of config/examples/universality.yaml")
+    parser.add_argument("--universality-time-output", type=Path, help="the `/usr/bin/time -v` output of that run")
+    parser.add_argument("--coverage", type=Path, help="benchmarks/interval_coverage.py --out")
     parser.add_argument("--write", action="store_true", help="rewrite the recorded blocks of README.md and docs/")
     args = parser.parse_args()
     import pandas as pd
@@ -113,6 +124,21 @@ def main() -> None:
         "kernel_variation": recorded_run.kernel_variation(tables["findings"], pd.read_parquet(other_findings),
                                                           args.other_kernel_path),
     }
+    previous = recorded_run.load_summary() if recorded_run.SUMMARY.is_file() else {}
+    if args.universality:
+        study = args.universality.resolve()
+        tables = study / "results" / "tables"
+        facts = run_facts(study, args.universality_time_output)
+        facts["commit"] = subprocess.run(["git", "-C", str(study), "rev-parse", "HEAD"], capture_output=True,
+                                         text=True).stdout.strip() or None
+        summary["universality"] = {"run": facts, **recorded_run.universality_summary(
+            pd.read_parquet(tables / "universality.parquet"), pd.read_parquet(tables / "universality_statement.parquet"))}
+    elif "universality" in previous:
+        summary["universality"] = previous["universality"]
+    if args.coverage:
+        summary["interval_coverage"] = json.loads(args.coverage.read_text())
+    elif "interval_coverage" in previous:
+        summary["interval_coverage"] = previous["interval_coverage"]
     recorded_run.RECORDED_DIR.mkdir(parents=True, exist_ok=True)
     for name in recorded_run.TABLES:
         if name in recorded_run.SUBSETS:  # only the rows quoted

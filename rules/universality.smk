@@ -39,6 +39,7 @@ rule universality:
         models=canonical({m: config["models"][m] for m in study_models()}),
         measures=canonical({label: spec["measure"] for label, spec in config["measures"].items()}),
         confidence=config["similarity"]["intervals"]["confidence"],
+        seed=config["similarity"]["intervals"]["seed"],
         dataset=STUDY_DATASET,
         representation=STUDY_REPRESENTATION,
     threads: 1

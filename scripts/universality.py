@@ -16,7 +16,8 @@ with tee_to_log(snakemake.log[0]):
                for factor, levels in json.loads(snakemake.params.levels)}
     study = Study(reference=config["reference"], floor=config["floor"], factors=ordered,
                   margin=float(config["margin"]), confidence=float(snakemake.params.confidence), specs=specs,
-                  measures={label: registered[label] for label in labels})
+                  measures={label: registered[label] for label in labels}, seed_draws=int(config["seed_draws"]),
+                  seed=int(snakemake.params.seed))
     models = list(specs)
     where = (snakemake.params.dataset, snakemake.params.representation, labels, models)
     pairs = select(read_tables([snakemake.input.pairs]), *where)

@@ -8,6 +8,20 @@ def matching_layer(layer: int, depth_from: int, depth_to: int) -> int:
     return int(round(layer * depth_to / depth_from)) if depth_from else 0
 
 
+def matching_weights(layer: int, depth_from: int, depth_to: int) -> list[tuple[int, float]]:
+    """The layers at the same relative depth in a model with `depth_to` blocks, with weights summing to 1: the one
+    layer where layer·depth_to/depth_from is whole, else the two around it, weighted by nearness (linear
+    interpolation). No ties, unlike rounding: reference layer 1 of 4 meets a 2-block model's embeddings and first
+    block half each, not whichever round-half-to-even picks."""
+    if not depth_from:
+        return [(0, 1.0)]
+    below, rest = divmod(layer * depth_to, depth_from)
+    if rest == 0:
+        return [(below, 1.0)]
+    weight = rest / depth_from
+    return [(below, 1.0 - weight), (below + 1, weight)]
+
+
 def layer_pairs(depth_a: int, depth_b: int, layers: str) -> list[tuple[int, int]]:
     """(layer_a, layer_b) to align: each layer of the shallower model with the same relative depth, or all."""
     if layers == "all":

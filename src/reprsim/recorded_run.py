@@ -412,6 +412,111 @@ def _kernel_variation(summary: dict) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------ the universality example and the coverage study
+# Recorded beside the default (benchmarks/record_run.py --universality RUN, --coverage FILE), carried over from the
+# previous recording when not given: summary["universality"] from a finished run of config/examples/universality.yaml,
+# summary["interval_coverage"] from benchmarks/interval_coverage.py.
+THIRDS = ("lower third", "middle third", "upper third")
+UNIVERSALITY_COLUMNS = ("factor", "level", "measure", "depth", "u", "ci_low", "ci_high", "interval_basis", "verdict",
+                        "rows_ci_low", "rows_ci_high", "seeds_ci_low", "seeds_ci_high", "u_null_zero",
+                        "u_null_zero_low", "u_null_zero_high", "headline", "margin")
+
+
+def universality_summary(table, statement) -> dict:
+    """What the guide and the README quote of the universality example: the statement's sentences, the thirds of
+    every measure, and the issue-51 checks computed from them."""
+    thirds = table[table["depth"].isin(THIRDS)]
+    grounded = [m for m in dict.fromkeys(thirds["measure"]) if thirds.loc[thirds["measure"] == m, "headline"].all()]
+    seeds = thirds[thirds["seeds_ci_low"].notna()]
+    width = lambda f, lo, hi: (f[hi] - f[lo])  # noqa: E731
+    placebo = thirds[thirds["factor"] == "placebo"]
+    floor = thirds[thirds["verdict"] == "no more similar than the floor"]
+    return {
+        "lead": grounded[0] if grounded else None,
+        "grounded": grounded,
+        "statement": [{"topic": r.topic, "level": r.level, "text": r.text} for r in statement.itertuples()],
+        "thirds": _records(thirds, UNIVERSALITY_COLUMNS),
+        "checks": {
+            "cells_with_seeds": int(len(seeds)),
+            "seeds_at_least_as_wide": int((width(seeds, "seeds_ci_low", "seeds_ci_high")
+                                           >= width(seeds, "rows_ci_low", "rows_ci_high") - 1e-12).sum()),
+            "placebo_cells": int(len(placebo)),
+            "placebo_contains_one": int(((placebo["ci_low"] <= 1) & (placebo["ci_high"] >= 1)).sum()),
+            "floor_verdicts": int(len(floor)),
+            "floor_within_margin": int(((floor["ci_low"] >= -floor["margin"])
+                                        & (floor["ci_high"] <= floor["margin"])).sum()),
+        },
+    }
+
+
+def _universality_run(summary: dict) -> str:
+    run = summary["universality"]["run"]
+    return f"{run['jobs']} jobs in {_minutes(run)}"
+
+
+def _universality_statement(summary: dict) -> str:
+    return "\n".join(f"- {row['text']}" for row in summary["universality"]["statement"])
+
+
+def _verdict_short(verdict: str) -> str:
+    return {"no more similar than the floor": "floor", "less similar than the floor": "below the floor"}.get(verdict,
+                                                                                                            verdict)
+
+
+def _universality_thirds(summary: dict) -> str:
+    study = summary["universality"]
+    lead = study["lead"]
+    lines = [f"u under {_name(lead)} (the lead grounded measure), each third: u [seeds-and-rows interval] and its "
+             "verdict; beneath, the rows-only interval and u against the shuffled-row chance level as zero.", "",
+             "| factor: level | lower third | middle third | upper third |", "|---|---|---|---|"]
+    rows = [r for r in study["thirds"] if r["measure"] == lead]
+    for key in dict.fromkeys((r["factor"], r["level"]) for r in rows):
+        cells = {r["depth"]: r for r in rows if (r["factor"], r["level"]) == key}
+        texts = []
+        for depth in THIRDS:
+            r = cells.get(depth)
+            if r is None or r["u"] is None:
+                texts.append("undefined")
+                continue
+            basis = " (rows only)" if r["interval_basis"] == "rows only" else ""
+            text = f"{_interval(r, 'u')}, {_verdict_short(r['verdict'])}{basis}"
+            text += f"<br>rows only [{_g(r['rows_ci_low'])}, {_g(r['rows_ci_high'])}]"
+            if None not in (r["u_null_zero"], r["u_null_zero_low"], r["u_null_zero_high"]):
+                text += f"; chance zero {_interval(r, 'u_null_zero', 'u_null_zero_low', 'u_null_zero_high')}"
+            texts.append(text)
+        name = "seed placebo" if key[0] == "placebo" else key[0].replace("_", " ")
+        lines.append(f"| {name}: {_cell(key[1])} | " + " | ".join(texts) + " |")
+    return "\n".join(lines)
+
+
+def _universality_checks(summary: dict) -> str:
+    c = summary["universality"]["checks"]
+    return (f"every seeds-and-rows interval is at least as wide as the rows-only one ({c['seeds_at_least_as_wide']} "
+            f"of {c['cells_with_seeds']} cells, every measure and third); the placebo's intervals contain 1 "
+            f"({c['placebo_contains_one']} of {c['placebo_cells']}); every \"floor\" verdict's interval lies within "
+            f"[−δ, δ] ({c['floor_within_margin']} of {c['floor_verdicts']})")
+
+
+def _coverage_table(summary: dict) -> str:
+    coverage = summary["interval_coverage"]
+    lines = [f"{coverage['datasets']} simulated data sets per setting, n = {coverage['rows']} rows, "
+             f"{coverage['resamples']} half-samples per interval; share of 95 % intervals holding the truth ± its "
+             "Monte Carlo standard error (half-width in the estimate's units):", "",
+             "| measure | truth | interval | n/d = " + " | n/d = ".join(f"{r:g}" for r in coverage["ratios"]) + " |",
+             "|---|---|---|" + "---:|" * len(coverage["ratios"])]
+    keys = list(dict.fromkeys((r["measure"], r["truth"], r["interval"]) for r in coverage["results"]))
+    for measure, truth, method in keys:
+        cells = []
+        for ratio in coverage["ratios"]:
+            found = [r for r in coverage["results"] if (r["measure"], r["truth"], r["interval"]) == (measure, truth,
+                                                                                                method)
+                     and r["n_over_d"] == ratio]
+            cells.append("–" if not found else f"{found[0]['coverage']:.1%} ± {found[0]['mc_error']:.1%} "
+                         f"(±{found[0]['mean_half_width']:.3f})")
+        lines.append(f"| {_cell(measure)} | {_cell(truth)} | {_cell(method)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _gb(size: float | None) -> str:
     return "–" if size is None else f"{size / 1e9:.2f} GB" if size < 1e10 else f"{size / 1e9:.0f} GB"
 
@@ -443,6 +548,11 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "default-grounding-deletion": (_grounding_deletion, False),
     "default-kernel-variation": (_kernel_variation, True),
     "default-grounding-deletion-rho": (lambda s: f"{_score_range(s, 'deletion', 'spearman')[1]:.2f}", False),
+    "universality-run": (_universality_run, False),
+    "universality-statement": (_universality_statement, True),
+    "universality-thirds": (_universality_thirds, True),
+    "universality-checks": (_universality_checks, False),
+    "interval-coverage": (_coverage_table, True),
 }
 
 

@@ -71,7 +71,8 @@ def test_the_page_shows_the_statement_the_verdicts_colours_and_the_figures(tmp_p
         for paragraph in paragraphs(name):
             assert f"<p class='caption'>{html.escape(paragraph, quote=False)}</p>".replace("&#x27;", "'") in \
                 page.replace("&#39;", "'"), name
-    assert "do not cover the choice of seeds" in text and "u = 1: as alike as another seed" in text
+    assert "The intervals are about recipes" in text and "u = 1: as alike as another seed" in text
+    assert "seed placebo" in text and "shuffled-row chance level as zero" in text
     # every verdict's colour with its name and rule, the figure's palette
     legend = page.split("<ul class='legend'>")[1].split("</ul>")[0]  # the thirds table's, the figure's colours
     for verdict, colour in UNIVERSALITY_VERDICTS.items():
@@ -90,18 +91,21 @@ def test_the_thirds_table_holds_u_its_interval_and_verdict_per_level_and_measure
     levels = table.drop_duplicates(["factor", "level"])
     assert len(rows) == len(levels) * 3  # three measures per level, the level's cells spanning them
     wide = table[(table["level"] == "n_embd 24") & (table["measure"] == "linear_cka")].set_index("depth")
-    first = " ".join(rows[0][0].replace(" :", ":").split())
-    assert first.startswith("width: n_embd 24") and "wide-s3" in first
-    assert rows[0][1] == "linear CKA"
+    # the seed placebo first (the reference seeds scored as a level: u = 1, its interval the study's resolution)
+    assert " ".join(rows[0][0].replace(" :", ":").split()).startswith("seed placebo: another reference seed")
+    start = next(i for i, row in enumerate(rows) if row[0].replace(" :", ":").startswith("width: n_embd 24"))
+    assert start == 3 and "wide-s3" in rows[start][0]
+    assert rows[start][1] == "linear CKA"
     for k, depth in enumerate(("lower third", "middle third", "upper third")):
         row = wide.loc[depth]
         shown = _with_interval(row["u"], row["ci_low"], row["ci_high"])
-        assert " ".join(rows[0][2 + k].split()) == f"{shown} {row['verdict']}"
-    assert rows[0][5].startswith("2.800") and "seeds 2.420–2.480" in rows[0][5]  # 6.5 nats of unigram minus 3.7
-    assert "better than every seed sibling" in rows[0][6]
+        assert row["interval_basis"] == "rows only"  # one model: its interval covers its rows, and says so
+        assert " ".join(rows[start][2 + k].split()) == f"{shown} (rows only) {row['verdict']}"
+    assert rows[start][5].startswith("2.800") and "seeds 2.420–2.480" in rows[start][5]  # 6.5 nats minus 3.7
+    assert "better than every seed sibling" in rows[start][6]
     # grounded measures first; the one that failed a grounding test last, marked and named
     # (the level's own cells span its rows: its second and third rows start with the measure)
-    assert [rows[0][1], rows[1][0], rows[2][0]] == ["linear CKA", "SVCCA", "Procrustes†"]
+    assert [rows[start][1], rows[start + 1][0], rows[start + 2][0]] == ["linear CKA", "SVCCA", "Procrustes†"]
     assert "class='doubtful'" in thirds
     assert "†: failed a grounding test on these models (Procrustes: monotonicity:spearman; see" in _text(thirds)
     assert "href='measures.html'>Which measure?</a>): its cells are shown, faded" in thirds
@@ -181,8 +185,11 @@ def test_the_matrix_colours_each_cell_by_its_verdict_and_annotates_u(monkeypatch
     texts = {t.get_text() for t in axes[0].texts}
     row = cka.loc[(levels[0][0], levels[0][1], "upper third")]
     assert f"{row['u']:.2f}\n[{row['ci_low']:.2f}, {row['ci_high']:.2f}]" in texts
-    assert [t.get_text() for t in axes[0].get_yticklabels()][:2] == [f"width: {levels[0][1]}",
-                                                                       f"width: {levels[1][1]}"]
+    assert levels[0] == ("placebo", "another reference seed")  # the seed placebo's row first
+    assert [t.get_text() for t in axes[0].get_yticklabels()][:3] == [
+        "seed placebo: another reference seed", f"width: {levels[1][1]}", f"width: {levels[2][1]}"]
+    wide = cka.loc[(levels[1][0], levels[1][1], "upper third")]  # one model: marked rows only
+    assert f"{wide['u']:.2f} rows\n[{wide['ci_low']:.2f}, {wide['ci_high']:.2f}]" in texts
     assert not any(t.get_text() for t in axes[1].get_yticklabels())  # the first column's labels serve the row
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert [t.split(":")[0] for t in legend] == list(UNIVERSALITY_VERDICTS)

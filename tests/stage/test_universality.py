@@ -1,6 +1,8 @@
 """The universality stage's arithmetic on synthetic representations with known answers (numerics.md §13c): a
 variant that is an orthogonal map of the shared signal plus a seed's own noise keeps u ≈ 1 under rotation-invariant
-measures, one of fresh noise u ≈ 0; verdicts at and across the margin; every term on the same rows."""
+measures, one of fresh noise u ≈ 0; the seed placebo is 1 with an interval around it; a level whose seeds differ far
+more than the reference's is "as similar as seeds" on its rows and inconclusive once its seeds are resampled;
+verdicts are tests at and across the margin; every term on the same rows; depths meet without ties."""
 
 from __future__ import annotations
 
@@ -10,21 +12,22 @@ import pytest
 
 from universality_study import pair_tables
 
+from reprsim.layers import matching_weights
 from reprsim.relations import study_errors, study_pairs
-from reprsim.stages.universality.shares import check_same_rows, verdict
-from reprsim.stages.universality.study import Study, statement, universality_tables
+from reprsim.stages.universality.shares import check_same_rows, depth_groups, verdict
+from reprsim.stages.universality.study import PLACEBO, Study, statement, universality_tables
 
 N, D, LAYERS, RESAMPLES = 240, 12, 3, 20
 
 
-def _layers(signal: np.ndarray, rng: np.random.Generator, fresh: bool = False) -> np.ndarray:
+def _layers(signal: np.ndarray, rng: np.random.Generator, fresh: bool = False, noise: float = 0.6) -> np.ndarray:
     """(LAYERS + 1, N, D): layer l carries the shared signal through a random orthogonal map plus this model's own
     noise (a model of `fresh` noise carries no signal)."""
     out = []
     for layer in range(LAYERS + 1):
         rotation = np.linalg.qr(rng.normal(size=(D, D)))[0]
         base = rng.normal(size=(N, D)) if fresh else signal[layer] @ rotation
-        out.append(base + 0.6 * rng.normal(size=(N, D)))
+        out.append(base + noise * rng.normal(size=(N, D)))
     return np.stack(out).astype(np.float32)
 
 
@@ -43,13 +46,14 @@ def synthetic():
     models["same-s3"] = _layers(signal, rng)  # an orthogonal map of the signal plus a seed's own noise
     models["noise-s4"] = _layers(signal, rng, fresh=True)
     models["floor-s9"] = _layers(signal, rng, fresh=True)
+    models["floor-s10"] = _layers(signal, rng, fresh=True)
     specs = {name: {"source": "init", "seed": int(name.rsplit("s", 1)[1])} for name in models}
     for name in ("same-s3", "noise-s4"):
         specs[name]["config"] = {"n_embd": 24}
     measures = {"linear_cka": ("cka", {"kernel": "linear", "estimator": "biased"}),
                 "procrustes": ("procrustes", {})}
     pairs, replicates = _tables(models, measures)
-    study = Study(reference=["ref-s0", "ref-s1", "ref-s2"], floor=["floor-s9"],
+    study = Study(reference=["ref-s0", "ref-s1", "ref-s2"], floor=["floor-s9", "floor-s10"],
                   factors={"width": {"rotated": ["same-s3"], "noise": ["noise-s4"]}}, margin=0.1, confidence=0.95,
                   specs=specs, measures={"linear_cka": "cka", "procrustes": "procrustes"})
     return pairs, replicates, study, models, measures
@@ -66,18 +70,77 @@ def test_a_rotated_copy_with_a_seeds_own_noise_keeps_u_near_one_and_fresh_noise_
     assert (noise["verdict"] == "no more similar than the floor").all()
     assert (rotated["ci_low"] <= rotated["u"]).all() and (rotated["u"] <= rotated["ci_high"]).all()
     assert set(table["depth"]) == {"lower third", "middle third", "upper third", *(f"layer {l}" for l in range(4))}
-    assert (table["n"] == N).all() and (table["n_seed_pairs"] == 3).all() and (table["n_variant_pairs"] == 3).all()
-    sentences = statement(table, pd.DataFrame(), study)
-    assert sentences["text"].str.contains("keeps").all()
+    levels = table[table["factor"] != PLACEBO[0]]
+    assert (table["n"] == N).all() and (table["n_seed_pairs"] == 3).all() and (levels["n_variant_pairs"] == 3).all()
+    assert (levels["interval_basis"] == "rows only").all()  # one model per level: its verdict rests on the rows
+    sentences = statement(table, pd.DataFrame(), study).set_index("topic")
+    assert sentences.loc["width", "text"].str.contains("keeps").all()
+    assert sentences.loc["width", "text"].str.contains("rows only: one model").all()
+
+
+def test_the_seed_placebo_is_one_and_its_seeds_and_rows_interval_contains_it(synthetic):
+    pairs, replicates, study, _, _ = synthetic
+    table, _, _ = universality_tables(pairs, replicates, study, metas={})
+    placebo = table[table["factor"] == PLACEBO[0]]
+    assert len(placebo) == len(depth_groups(LAYERS)) * 2 and (placebo["n_variant_pairs"] == 6).all()
+    assert np.allclose(placebo["u"], 1, atol=1e-12)  # its variant term is the seed term: the same couples
+    assert (placebo["interval_basis"] == "seeds and rows").all()
+    assert ((placebo["ci_low"] < 1) & (1 < placebo["ci_high"])).all()
+    # seeds add variance: never narrower than the rows alone
+    for frame in (placebo, table[table["factor"] != PLACEBO[0]]):
+        assert ((frame["seeds_ci_high"] - frame["seeds_ci_low"]) >= (frame["rows_ci_high"] - frame["rows_ci_low"])
+                ).all()
+    sentence = statement(table, pd.DataFrame(), study).set_index("topic").loc[PLACEBO[0], "text"]
+    assert "resolves u to about ±" in sentence
+
+
+def test_seeds_that_differ_far_more_than_the_references_leave_a_rows_only_verdict_inconclusive():
+    """Three level seeds: one with little noise (more alike the reference than its seeds are), one with much,
+    one as the reference's; their mean is the seeds' similarity, so on the rows u ≈ 1 is "as similar as seeds",
+    but another three seeds of that recipe could land anywhere between: resampled, inconclusive."""
+    rng = np.random.default_rng(3)
+    signal = rng.normal(size=(LAYERS + 1, N, D))
+    models = {f"ref-s{s}": _layers(signal, rng) for s in range(3)}
+    for seed, noise in zip((3, 4, 5), (0.25, 0.6, 0.97)):
+        models[f"spread-s{seed}"] = _layers(signal, rng, noise=noise)
+    models["floor-s9"], models["floor-s10"] = _layers(signal, rng, fresh=True), _layers(signal, rng, fresh=True)
+    specs = {name: {"source": "init", "seed": int(name.rsplit("s", 1)[1])} for name in models}
+    measures = {"linear_cka": ("cka", {"kernel": "linear", "estimator": "biased"})}
+    pairs, replicates = _tables(models, measures)
+    study = Study(reference=["ref-s0", "ref-s1", "ref-s2"], floor=["floor-s9", "floor-s10"],
+                  factors={"width": {"spread": ["spread-s3", "spread-s4", "spread-s5"]}}, margin=0.1,
+                  confidence=0.95, specs=specs, measures={"linear_cka": "cka"})
+    table, _, _ = universality_tables(pairs, replicates, study, metas={})
+    middle = table[(table["level"] == "spread") & (table["depth"] == "middle third")].iloc[0]
+    assert verdict(middle["rows_ci_low"], middle["rows_ci_high"], 0.1) == "as similar as seeds", middle
+    assert middle["interval_basis"] == "seeds and rows" and middle["verdict"] == "inconclusive", middle
+
+
+def test_depths_meet_without_ties():
+    """Reference layer 1 of 4 meets a 2-block model half at its embeddings, half at its first block (rounding
+    half to even met the embeddings alone); whole relative depths meet one layer; weights sum to 1."""
+    assert matching_weights(1, 4, 2) == [(0, 0.5), (1, 0.5)]
+    assert matching_weights(2, 4, 2) == [(1, 1.0)]
+    assert matching_weights(3, 4, 8) == [(6, 1.0)]
+    assert matching_weights(1, 5, 2) == [(0, 0.6), (1, 0.4)]
+    for depth_from, depth_to in ((4, 2), (5, 3), (6, 8)):
+        for layer in range(depth_from + 1):
+            weights = matching_weights(layer, depth_from, depth_to)
+            assert sum(w for _, w in weights) == pytest.approx(1)
+            assert sum(l * w for l, w in weights) == pytest.approx(layer * depth_to / depth_from)
+    assert [len(layers) for name, layers in depth_groups(5).items() if name.endswith("third")] == [2, 2, 2]
 
 
 @pytest.mark.parametrize("low, high, expected", [
     (0.9, 1.1, "as similar as seeds"),  # at the margin's ends
     (0.89, 1.05, "inconclusive"),  # across 1 − δ
     (0.5, 0.899, "less similar"),
-    (-0.05, 0.3, "no more similar than the floor"),  # contains 0
-    (0.01, 0.099, "no more similar than the floor"),  # below δ
-    (0.01, 0.1, "less similar"),  # reaches δ, clear of 0
+    (0.101, 0.5, "less similar"),  # clear of δ
+    (-0.1, 0.1, "no more similar than the floor"),  # an equivalence test: within [−δ, δ]
+    (-0.05, 0.3, "inconclusive"),  # contains 0 but reaches past δ: absence of evidence is not a verdict
+    (0.01, 0.1, "no more similar than the floor"),
+    (0.05, 0.5, "inconclusive"),  # below 1 − δ, not clear of δ
+    (-0.5, -0.11, "less similar than the floor"),
     (1.11, 1.3, "more similar than seeds"),
     (np.nan, 1.0, "undefined"),
 ])

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from reprsim.stages.compare.distances import model_distance_table, model_distances
 from reprsim.stages.compare.summaries import localization_scores, pair_summary
@@ -70,8 +71,9 @@ def test_pair_summary_means_over_matching_layers_with_an_interval_from_the_repli
     row = summary.loc[("a", "b")]
     assert row["mean_over_matching_layers"] == pytest.approx(0.6) and row["n_layers"] == 2
     assert row["null_mean"] == pytest.approx(0.1) and row["largest_null_p"] == pytest.approx(0.02)
-    # m = n/2: the replicates' spread is the estimate's; recentred percentiles of ±0.1 shifts
-    assert row["ci_low"] == pytest.approx(0.6 - 0.095) and row["ci_high"] == pytest.approx(0.6 + 0.095)
+    # m = n/2: the replicates' spread is the estimate's; ± t_{20, 0.975} times the sd of 21 even shifts in ±0.1
+    half = stats.t.ppf(0.975, 20) * np.std(shifts, ddof=1)
+    assert row["ci_low"] == pytest.approx(0.6 - half) and row["ci_high"] == pytest.approx(0.6 + half)
     assert row["beyond_chance"]
     # c has 4 blocks, a 1: a's layers 0 and 1 meet c's layers 0 and 4 (same relative depth)
     assert summary.loc[("a", "c"), "mean_over_matching_layers"] == pytest.approx(0.4)

@@ -933,7 +933,7 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
 # ----------------------------------------------------------------- what is universal (stage universality)
 
 THIRDS = ("lower third", "middle third", "upper third")
-FACTOR_NAMES = {"training_time": "training time", "data": "training data"}
+FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo"}
 # lower, middle, upper third on the convergence curves: Okabe and Ito's orange, bluish green and blue
 THIRD_COLOURS = {"lower third": "#E69F00", "middle third": "#009E73", "upper third": "#0072B2"}
 THIRD_MARKERS = {"lower third": "o", "middle third": "s", "upper third": "^"}
@@ -986,7 +986,9 @@ def _universality_panel(ax, rows: pd.DataFrame, levels: list[tuple[str, str]], d
                 ax.text(j + 0.5, i + 0.5, "undefined" if row is not None else "–", ha="center", va="center",
                         fontsize=7, color="0.35", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
                 continue
-            ax.text(j + 0.5, i + 0.5, f"{_two(row['u'])}\n[{_two(row['ci_low'])}, {_two(row['ci_high'])}]",
+            rows_only = row.get("interval_basis", "") == "rows only"
+            ax.text(j + 0.5, i + 0.5, f"{_two(row['u'])}{' rows' if rows_only else ''}\n"
+                                      f"[{_two(row['ci_low'])}, {_two(row['ci_high'])}]",
                     ha="center", va="center", fontsize=7.5, linespacing=1.25, color="0.45" if faded else "black")
     factors = [factor for factor, _ in levels]
     for i in range(1, len(levels)):  # a line between factors
@@ -1034,7 +1036,8 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
     title = ["What is universal? u = the share of seed-level similarity a factor level keeps (1 = as alike as "
              "another seed of the reference, 0 = as alike as the floor)",
              f"per third of the reference's layers{'; ' + where if where else ''}; cell: u and its {confidence:.0%} "
-             f"interval (row half-samples); colour: the verdict against the margin δ = {margin:g}"]
+             "interval over seeds and rows (\"rows\": a level of one model, its rows only); colour: the verdict "
+             f"against the margin δ = {margin:g}"]
     title = "\n".join(textwrap.fill(line, max(60, int(fig_w * 15))) for line in title)
     legend_columns = 3 if fig_w >= 11 else 2 if fig_w >= 7.5 else 1
     legend_top = 0.25 + 0.19 * (title.count("\n") + 1)

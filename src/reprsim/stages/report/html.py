@@ -1133,7 +1133,7 @@ def which_measure(inputs: ReportInputs) -> dict | None:
 # ----------------------------------------------------------------- what is universal (stage universality)
 
 THIRDS = ("lower third", "middle third", "upper third")
-FACTOR_NAMES = {"training_time": "training time", "data": "training data"}
+FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo"}
 CLAIM_STATISTICS = {"last minus first": "last − first step", "spearman_rho_step": "Spearman ρ with the step",
                     "spearman_rho_loss": "Spearman ρ with the validation loss falling"}
 
@@ -1234,7 +1234,8 @@ def universality_section(inputs: ReportInputs) -> dict | None:
                     continue
                 cell = cells.loc[key]
                 verdict = str(cell["verdict"])
-                row_cells.append({"value": _with_interval(cell["u"], cell["ci_low"], cell["ci_high"])
+                rows_only = " (rows only)" if cell.get("interval_basis", "") == "rows only" else ""
+                row_cells.append({"value": _with_interval(cell["u"], cell["ci_low"], cell["ci_high"]) + rows_only
                                   if _number(cell["u"]) != "–" else "undefined",
                                   "verdict": verdict, "colour": UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")})
             shown.append({"measure": _measure_name(label), "doubtful": doubtful, "cells": row_cells})

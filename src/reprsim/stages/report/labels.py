@@ -19,6 +19,7 @@ UNIVERSALITY_VERDICTS = {
     "more similar than seeds": "#77AADD",
     "less similar": "#EEDD88",
     "no more similar than the floor": "#EE8866",
+    "less similar than the floor": "#CC6677",
     "inconclusive": "#DDDDDD",
     "undefined": "#FFFFFF",
 }
@@ -26,8 +27,9 @@ UNIVERSALITY_VERDICTS = {
 UNIVERSALITY_VERDICT_RULES = {
     "as similar as seeds": "interval within [1 − δ, 1 + δ]",
     "more similar than seeds": "interval above 1 + δ",
-    "less similar": "interval below 1 − δ, above 0, reaching δ",
-    "no more similar than the floor": "interval contains 0 or lies below δ",
-    "inconclusive": "interval crosses 1 − δ or 1 + δ",
+    "less similar": "interval within (δ, 1 − δ)",
+    "no more similar than the floor": "interval within [−δ, δ]",
+    "less similar than the floor": "interval below −δ",
+    "inconclusive": "interval crosses δ, 1 − δ or 1 + δ",
     "undefined": "seeds not clearly above the floor",
 }

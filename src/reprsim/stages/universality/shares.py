@@ -6,17 +6,27 @@ For a measure, a reference layer l (of the reference recipe's depth L) and a fac
 
 S_seeds is the mean similarity of the reference's seed siblings at layer l; S_V the mean similarity of V's models
 with the reference models of other seeds (a shared seed can mean a shared initialisation, or for a checkpoint the
-same run, which no factor undoes), each V model's layer at the same relative depth as l; S_floor the same for the
-floor models (an untrained copy of the reference architecture). Values are the pair tables' similarity-oriented
-series (reprsim.pair_series: a distance negated, asymmetric directions averaged); the ratio is the same in
-either orientation. u = 1: as alike as another seed; u = 0: no more alike than the floor. A depth group (lower,
-middle, upper third of the reference's layers by relative depth) averages each term over its layers, then
-takes the ratio.
+same run, which no factor undoes), each V model met at the same relative depth as l (between two of its layers:
+their values interpolated, :func:`reprsim.layers.matching_weights`); S_floor the same for the floor models (untrained
+copies of the reference architecture). Values are the pair tables' similarity-oriented series (reprsim.pair_series:
+a distance negated, asymmetric directions averaged); the ratio is the same in either orientation. u = 1: as alike
+as another seed; u = 0: no more alike than the floor. A depth group (lower, middle, upper third of the reference's
+layers by relative depth) averages each term over its layers, then takes the ratio.
 
-Intervals: replicate r of every pair job rests on the same rows (one split, one seed: reprsim.resampling), so
-every term is computed on replicate r's rows, u_r from them, and the interval is the recentred percentile of
-the u_r; the terms must come from tables of one n and m (:func:`check_same_rows`). A verdict reads the
-interval against the equivalence margin δ (:func:`verdict`).
+Two intervals, both Fieller's for a ratio (:func:`reprsim.resampling.fieller`), from the covariance of numerator
+and denominator:
+
+- **rows only**: replicate r of every pair job rests on the same rows (reprsim.resampling), so every term is
+  recomputed on replicate r's rows; their covariance says how u moves with the rows for these models;
+- **seeds and rows**: besides, the reference's, the level's and the floor's models are each resampled with
+  replacement, `seed_draws` times, one group at a time at all rows (a couple weighs the product of its two models'
+  counts; a model never meets itself or its own run). Rows and each group are drawn independently, so their
+  covariances add, each group's times k/(k − 1) (the bootstrap variance of a mean of k draws is (k − 1)/k of the
+  unbiased one), and the t quantile's degrees of freedom are Satterthwaite's: R − 1 for the rows, k − 1 for a
+  group of k models. A level of one model cannot show its recipe's seed spread: its verdict rests on the rows.
+
+The terms must come from tables of one n and m (:func:`check_same_rows`). A verdict is a test of u's interval
+against the equivalence margin δ (:func:`verdict`).
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from reprsim.layers import matching_layer
-from reprsim.resampling import interval
+from reprsim.layers import matching_weights
+from reprsim.resampling import bias, fieller, interval, satterthwaite, scale
 
 THIRDS = ("lower", "middle", "upper")
 VERDICTS = ("as similar as seeds", "more similar than seeds", "less similar", "no more similar than the floor",
-            "inconclusive", "undefined")
+            "less similar than the floor", "inconclusive", "undefined")
+SEED_DRAWS = 400
+NEAR_ZERO_G = 0.25  # Fieller's g = (t·se(D)/D)²: at 1/4 the denominator's interval reaches down to D/2
 
 
 @dataclass(frozen=True)
@@ -69,13 +81,15 @@ def check_same_rows(series: pd.DataFrame, replicate_series: pd.DataFrame, what: 
     return int(next(iter(ns))), int(next(iter(ms)))
 
 
-def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: str) -> PairArrays:
-    """One measure's series (reprsim.pair_series.oriented, one dataset and representation) as arrays per pair."""
+def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: str,
+                null_series: pd.DataFrame | None = None) -> tuple[PairArrays, PairArrays | None]:
+    """One measure's series (reprsim.pair_series.oriented, one dataset and representation) as arrays per pair; and,
+    given the oriented chance levels, theirs (constant over replicates: the null is computed on all rows)."""
     mine = series[series["measure"] == measure]
     reps = replicate_series[replicate_series["measure"] == measure]
     n, m = check_same_rows(mine, reps, f"measure {measure!r}")
     resamples = int(reps["replicate"].max()) + 1
-    values, draws = {}, {}
+    values, draws, nulls = {}, {}, {}
     for (a, b), rows in mine.groupby(["model_a", "model_b"], sort=False):
         shape = (int(rows["layer_a"].max()) + 1, int(rows["layer_b"].max()) + 1)
         grid = np.full(shape, np.nan)
@@ -85,23 +99,67 @@ def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: s
     for (a, b), rows in reps.groupby(["model_a", "model_b"], sort=False):
         draws[(a, b)][rows["replicate"].to_numpy(), rows["layer_a"].to_numpy(),
                       rows["layer_b"].to_numpy()] = rows["value"].to_numpy(float)
-    return PairArrays(values, draws, n, m)
+    if null_series is None:
+        return PairArrays(values, draws, n, m), None
+    for (a, b), rows in null_series[null_series["measure"] == measure].groupby(["model_a", "model_b"], sort=False):
+        grid = np.full(values[(a, b)].shape, np.nan)
+        grid[rows["layer_a"].to_numpy(), rows["layer_b"].to_numpy()] = rows["value"].to_numpy(float)
+        nulls[(a, b)] = grid
+    null_draws = {pair: np.broadcast_to(grid, (resamples, *grid.shape)) for pair, grid in nulls.items()}
+    return PairArrays(values, draws, n, m), PairArrays(nulls, null_draws, n, m)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term's couples of (model, reference model), each couple's similarity at every reference layer: values
+    (C, L+1) and row replicates (C, R, L+1). Its value is a weighted mean over couples (:meth:`mean`)."""
+
+    couples: list[tuple[str, str]]
+    values: np.ndarray
+    draws: np.ndarray
+
+    def weights(self, first: Mapping[str, np.ndarray] | None = None,
+                second: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """(B, C) couple weights under B seed draws, the product of the couple's models' counts (`first`: model ->
+        (B,) times drawn, for the couple's first model; `second`, default `first`, for its reference model; a model
+        not named counts once), or (1, C) ones."""
+        if first is None:
+            return np.ones((1, len(self.couples)))
+        second = first if second is None else second
+        one = np.ones(len(next(iter(first.values()))))
+        return np.stack([first.get(a, one) * second.get(b, one) for a, b in self.couples], axis=1)
+
+    def mean(self, first: Mapping[str, np.ndarray] | None = None,
+             second: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(values, replicates) of the weighted mean over couples: (L+1,), (R, L+1) without seed draws; with them
+        (:meth:`weights`) the draws' values at all rows, (B, L+1) (NaN where a draw leaves no couple), and no
+        replicates."""
+        w = self.weights(first, second)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = (w @ self.values) / w.sum(axis=1, keepdims=True)
+        if first is not None:
+            return values, np.full((1, *values.shape), np.nan)
+        return values[0], np.einsum("c,crl->rl", w[0], self.draws) / w.sum()
 
 
 def term(arrays: PairArrays, couples: Sequence[tuple[str, str]], depths: Mapping[str, int],
-         reference_depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mean similarity over (model, reference model) `couples` at each reference layer 0..L, each model's
-    layer at the same relative depth: (L+1,) values and (R, L+1) replicates."""
+         reference_depth: int) -> Term:
+    """Each (model, reference model) couple's similarity at each reference layer 0..L, the model met at the same
+    relative depth (:func:`reprsim.layers.matching_weights`: one layer, or two interpolated)."""
     if not couples:
         raise ValueError("a term needs at least one couple of models")
     layers = np.arange(reference_depth + 1)
     values, draws = [], []
     for model, reference in couples:
-        matched = np.array([matching_layer(int(l), reference_depth, depths[model]) for l in layers])
         v, d = arrays.between(model, reference)
-        values.append(v[matched, layers])
-        draws.append(d[:, matched, layers])
-    return np.mean(values, axis=0), np.mean(draws, axis=0)
+        value, draw = np.zeros(len(layers)), np.zeros((d.shape[0], len(layers)))
+        for l in layers:
+            for layer, weight in matching_weights(int(l), reference_depth, depths[model]):
+                value[l] += weight * v[layer, l]
+                draw[:, l] += weight * d[:, layer, l]
+        values.append(value)
+        draws.append(draw)
+    return Term(list(couples), np.array(values), np.array(draws))
 
 
 def depth_groups(reference_depth: int) -> dict[str, np.ndarray]:
@@ -115,14 +173,17 @@ def depth_groups(reference_depth: int) -> dict[str, np.ndarray]:
 
 
 def verdict(low: float, high: float, margin: float) -> str:
-    """The verdict of u's interval against the equivalence margin δ: no more similar than the floor when it
-    contains 0 or lies below δ; less similar when it lies below 1 − δ; as similar as seeds when it lies within
-    [1 − δ, 1 + δ]; more similar than seeds above 1 + δ; else inconclusive."""
+    """The verdict of u's interval against the equivalence margin δ, each a test: no more similar than the floor
+    when it lies within [−δ, δ]; less similar than the floor below −δ; less similar when it lies within (δ, 1 − δ);
+    as similar as seeds within [1 − δ, 1 + δ]; more similar than seeds above 1 + δ; else inconclusive (an interval
+    below 1 − δ that reaches past δ without lying within [−δ, δ] is neither "less similar" nor "floor")."""
     if not (np.isfinite(low) and np.isfinite(high)):
         return "undefined"
-    if low <= 0 <= high or high < margin:
+    if -margin <= low and high <= margin:
         return "no more similar than the floor"
-    if high < 1 - margin:
+    if high < -margin:
+        return "less similar than the floor"
+    if low > margin and high < 1 - margin:
         return "less similar"
     if low >= 1 - margin and high <= 1 + margin:
         return "as similar as seeds"
@@ -131,25 +192,79 @@ def verdict(low: float, high: float, margin: float) -> str:
     return "inconclusive"
 
 
+def _covariance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """2 × 2 covariance of paired draws, NaN draws left out."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    if keep.sum() < 2:
+        return np.full((2, 2), np.nan)
+    return np.cov(np.stack([x[keep], y[keep]]))
+
+
 def share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.ndarray],
           floor: tuple[np.ndarray, np.ndarray], layers: np.ndarray, n: int, m: int, confidence: float,
-          margin: float) -> dict:
-    """u over the reference `layers` (each term averaged over them first) with its interval and verdict, and the
-    three terms with theirs. Undefined when the seed siblings are not clearly above the floor (the interval of
-    S_seeds − S_floor reaches 0): the share of nothing is no share."""
+          margin: float, bias_corrected: bool = False, seed_draws: Sequence | None = None) -> dict:
+    """u over the reference `layers` (each term averaged over them first), its rows-only interval and, given
+    `seed_draws` (per resampled group of models: the (B, L+1) values of the variant, seeds and floor terms under B
+    draws of that group at all rows, the group's size, and whether it is the level), its seeds-and-rows interval; the
+    verdict from the seeds-and-rows interval where the level has seeds to resample, else from the rows only;
+    and the three terms with their rows-only intervals. `bias_corrected` moves numerator and denominator by the
+    half-samples' bias estimate (reprsim.resampling.bias) before the ratio. Undefined when the seed siblings are not
+    clearly above the floor (Fieller's interval is then unbounded: the share of nothing is no share)."""
     def mean(pair):
         return float(np.mean(pair[0][layers])), np.mean(pair[1][:, layers], axis=1)
 
     (v, v_r), (s, s_r), (f, f_r) = mean(variant), mean(seeds), mean(floor)
+    numerator, denominator = v - f, s - f
+    numerator_r, denominator_r = v_r - f_r, s_r - f_r
+    if bias_corrected:
+        numerator -= float(bias(numerator, numerator_r, n, m))
+        denominator -= float(bias(denominator, denominator_r, n, m))
+    rows_cov = _covariance(numerator_r, denominator_r) * scale(n, m) ** 2
+    rows_df = int(np.sum(np.isfinite(numerator_r) & np.isfinite(denominator_r))) - 1
     with np.errstate(divide="ignore", invalid="ignore"):
-        u, u_r = (v - f) / (s - f), (v_r - f_r) / (s_r - f_r)
-    gap_low, gap_high = interval(s - f, s_r - f_r, n, m, confidence)
-    low, high = interval(u, u_r, n, m, confidence)
-    defined = np.isfinite(gap_low) and gap_low > 0
-    row = {"u": u if defined else np.nan, "ci_low": low if defined else np.nan, "ci_high": high if defined else np.nan,
-           "verdict": verdict(low, high, margin) if defined else "undefined",
-           "seeds_above_floor": bool(defined)}
+        u = numerator / denominator
+    rows_low, rows_high, rows_g = fieller(numerator, denominator, rows_cov, rows_df, confidence)
+    row = {"u": u, "rows_ci_low": rows_low, "rows_ci_high": rows_high, "seeds_ci_low": np.nan,
+           "seeds_ci_high": np.nan}
+    low, high, g, basis = rows_low, rows_high, rows_g, "rows only"
+    if seed_draws:
+        parts, dfs, level_resampled = [rows_cov], [rows_df], False
+        for (v_b, s_b, f_b), size, is_level in seed_draws:
+            v_b, s_b, f_b = (np.mean(x[:, layers], axis=1) for x in (v_b, s_b, f_b))
+            # the bootstrap variance of a mean of `size` draws is (size − 1)/size of the unbiased one
+            parts.append(_covariance(v_b - f_b, s_b - f_b) * size / (size - 1))
+            dfs.append(size - 1)
+            level_resampled |= is_level
+        df = satterthwaite(numerator, denominator, parts, dfs)
+        joint_low, joint_high, joint_g = fieller(numerator, denominator, sum(parts), df, confidence)
+        row["seeds_ci_low"], row["seeds_ci_high"] = joint_low, joint_high
+        if level_resampled:  # else a level of one model: its verdict rests on the rows (its seeds' spread unknown)
+            low, high, g, basis = joint_low, joint_high, joint_g, "seeds and rows"
+    row.update({"ci_low": low, "ci_high": high, "interval_basis": basis, "fieller_g": g,
+                "denominator_near_zero": not np.isfinite(g) or g >= NEAR_ZERO_G})
+    defined = np.isfinite(low) and np.isfinite(high)
+    row["verdict"] = verdict(low, high, margin) if defined else "undefined"
+    row["seeds_above_floor"] = bool(np.isfinite(rows_low))
+    if not defined:
+        row["u"] = np.nan
     for name, (value, draws) in (("variant", (v, v_r)), ("seeds", (s, s_r)), ("floor", (f, f_r))):
         row[f"s_{name}"] = value
         row[f"s_{name}_low"], row[f"s_{name}_high"] = interval(value, draws, n, m, confidence)
     return row
+
+
+def null_share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.ndarray],
+               variant_null: np.ndarray, seeds_null: np.ndarray, layers: np.ndarray, n: int, m: int,
+               confidence: float) -> dict:
+    """u with each term's own shuffled-row chance level as its zero, (S_V − Z_V)/(S_seeds − Z_seeds), and its
+    rows-only Fieller interval (the chance levels are computed on all rows: constants here). Beside u against the
+    untrained floor, it shows how much the choice of zero decides."""
+    (v, v_r), (s, s_r) = ((float(np.mean(x[0][layers])), np.mean(x[1][:, layers], axis=1)) for x in (variant, seeds))
+    z_v, z_s = float(np.mean(variant_null[layers])), float(np.mean(seeds_null[layers]))
+    numerator, denominator = v - z_v, s - z_s
+    cov = _covariance(v_r - z_v, s_r - z_s) * scale(n, m) ** 2
+    df = int(np.sum(np.isfinite(v_r) & np.isfinite(s_r))) - 1
+    low, high, _ = fieller(numerator, denominator, cov, df, confidence)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = numerator / denominator if np.isfinite(low) else np.nan
+    return {"u_null_zero": u, "u_null_zero_low": low, "u_null_zero_high": high}

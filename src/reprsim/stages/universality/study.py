@@ -16,10 +16,13 @@ from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
-from reprsim.stages.universality.shares import depth_groups, pair_arrays, share, term
+from reprsim.stages.universality.shares import SEED_DRAWS, Term, depth_groups, null_share, pair_arrays, share, term
 
 COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", "family", "depth", "layer",
-           "relative_depth", "u", "ci_low", "ci_high", "verdict", "margin", "seeds_above_floor",
+           "relative_depth", "u", "ci_low", "ci_high", "interval_basis", "verdict", "margin", "rows_ci_low",
+           "rows_ci_high", "seeds_ci_low", "seeds_ci_high", "fieller_g", "denominator_near_zero", "u_null_zero",
+           "u_null_zero_low", "u_null_zero_high", "seeds_above_floor", "n_variant_models", "n_reference_models",
+           "n_floor_models",
            "s_variant", "s_variant_low", "s_variant_high", "s_seeds", "s_seeds_low", "s_seeds_high",
            "s_floor", "s_floor_low", "s_floor_high", "n_variant_pairs", "n_seed_pairs", "n_floor_pairs",
            "grounding_failed", "headline", "quality_metric", "quality", "reference_quality_low",
@@ -29,7 +32,8 @@ CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth"
 CLAIM_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "statistic", "estimate", "ci_low",
                  "ci_high", "verdict", "first_step", "last_step", "n_checkpoints", "headline", "n", "m"]
 FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "objective": "objective",
-                "training_time": "training time"}
+                "training_time": "training time", "placebo": "nothing (the seed placebo)"}
+PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class Study:
     confidence: float
     specs: Mapping[str, Mapping]
     measures: Mapping[str, str]  # label -> registry name, in the configuration's order
+    bias_corrected: bool = False  # u's numerator and denominator moved by the half-samples' bias estimate
+    seed_draws: int = SEED_DRAWS
+    seed: int = 0
 
     def family(self, label: str) -> str:
         return MEASURES[self.measures[label]].family
@@ -83,6 +90,8 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
         raise ValueError("the universality study has no pair table to read")
     (dataset, representation), = pairs[["dataset", "representation"]].drop_duplicates().itertuples(index=False)
     series, replicate_series = oriented(pairs, replicates)
+    null_series = oriented(pairs.assign(value=pairs["null_mean"]), replicates.iloc[:0])[0] \
+        if "null_mean" in pairs else None
     depths = model_depths(pairs)
     missing = sorted({*study.reference, *study.floor} - set(depths))
     if missing:
@@ -94,13 +103,18 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     floor_couples = cross_seed(study.specs, study.floor, study.reference)
     reference_quality = [quality(metas.get(m, {}))[1] for m in study.reference]
     low, high = float(np.min(reference_quality)), float(np.max(reference_quality))
-    # each level's models, couples and fit: the same for every measure
-    levels = []
+    draw = _seed_draws(study)
+    # each level's models, couples, seed draws and fit: the same for every measure; the placebo first
+    placebo_couples = cross_seed(study.specs, study.reference, study.reference)
+    levels = [(*PLACEBO, list(study.reference), placebo_couples, draw(study.reference, placebo=True), {
+        "quality_metric": quality(metas.get(study.reference[0], {}))[0], "quality": float(np.mean(reference_quality)),
+        "reference_quality_low": low, "reference_quality_high": high,
+        "quality_note": "the reference seeds themselves"})] if len(seed_couples) >= 3 else []
     for factor, named in study.factors.items():
         for level, models in named.items():
             metric, _ = quality(metas.get(models[0], {}))
             value = float(np.mean([quality(metas.get(m, {}))[1] for m in models]))
-            levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), {
+            levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), draw(models), {
                 "quality_metric": metric, "quality": value, "reference_quality_low": low,
                 "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high)}))
     rows, curve, claims = [], [], []
@@ -108,31 +122,69 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     for label in study.measures:
         if label not in set(series["measure"]):
             continue
-        arrays = pair_arrays(series, replicate_series, label)
+        arrays, nulls = pair_arrays(series, replicate_series, label, null_series)
         seeds = term(arrays, seed_couples, depths, reference_depth)
         floor = term(arrays, floor_couples, depths, reference_depth)
+        seeds_null = term(nulls, seed_couples, depths, reference_depth).mean()[0] if nulls else None
         common = {"dataset": dataset, "representation": representation, "measure": label,
                   "family": study.family(label), "grounding_failed": ", ".join(failed.get(label, [])),
                   "headline": label not in failed, "n": arrays.n, "m": arrays.m,
-                  "n_resamples": int(seeds[1].shape[0])}
-        for factor, level, models, couples, fit in levels:
+                  "n_resamples": int(seeds.draws.shape[1])}
+        for factor, level, models, couples, counts, fit in levels:
             variant = term(arrays, couples, depths, reference_depth)
+            variant_null = term(nulls, couples, depths, reference_depth).mean()[0] if nulls else None
+            # each resampled group's draws at all rows: (variant, seeds, floor) values, the group's size
+            under_draws = [((variant.mean(first, second)[0], seeds.mean(first, second)[0],
+                             floor.mean(first, second)[0]), size, group == "level")
+                           for group, first, second, size in counts]
             for depth, layers in groups.items():
+                row = share(variant.mean(), seeds.mean(), floor.mean(), layers, arrays.n, arrays.m,
+                            study.confidence, study.margin, study.bias_corrected, under_draws)
+                if variant_null is not None and seeds_null is not None:
+                    row.update(null_share(variant.mean(), seeds.mean(), variant_null, seeds_null, layers, arrays.n,
+                                          arrays.m, study.confidence))
                 rows.append({**common, "factor": factor, "level": level, "models": ", ".join(models),
                              "depth": depth, "layer": int(layers[0]) if len(layers) == 1 else -1,
-                             "relative_depth": float(np.mean(layers) / max(reference_depth, 1)),
-                             **share(variant, seeds, floor, layers, arrays.n, arrays.m, study.confidence,
-                                     study.margin),
+                             "relative_depth": float(np.mean(layers) / max(reference_depth, 1)), **row,
                              "margin": study.margin, "n_variant_pairs": len(couples),
-                             "n_seed_pairs": len(seed_couples), "n_floor_pairs": len(floor_couples), **fit})
+                             "n_seed_pairs": len(seed_couples), "n_floor_pairs": len(floor_couples),
+                             "n_variant_models": len(models), "n_reference_models": len(study.reference),
+                             "n_floor_models": len(study.floor), **fit})
         if "training_time" in study.factors:
-            points, found = _convergence(arrays, study, depths, reference_depth, metas, seeds, seed_couples, groups)
+            points, found = _convergence(arrays, study, depths, reference_depth, metas, seeds.mean(), seed_couples,
+                                         groups)
             curve += [{**common, **point} for point in points]
             claims += [{**common, **claim} for claim in found]
     table = pd.DataFrame(rows, columns=COLUMNS)
     curve_table = pd.DataFrame(curve, columns=CONVERGENCE_COLUMNS)
     claim_table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
     return table, curve_table, claim_table
+
+
+def _seed_draws(study: Study):
+    """A function of a level's models giving its seed draws, one group at a time: [(group, counts for a couple's
+    first model, counts for its reference model, the group's size)], counts being model -> (B,) times drawn with
+    replacement from that group alone (a model not named counts once). The reference and the floor are resampled
+    when they have ≥ 2 models, and so is the level; the placebo's level is another draw of the reference seeds, for
+    the first model of its couples only. One generator: the same reference and floor draws for every level and
+    measure."""
+    rng = np.random.default_rng(study.seed)
+
+    def resample(models: Sequence[str]) -> dict[str, np.ndarray]:
+        picks = rng.integers(len(models), size=(study.seed_draws, len(models)))
+        return {model: (picks == i).sum(axis=1).astype(float) for i, model in enumerate(models)}
+
+    shared = [(name, counts, counts, len(group)) for name, group in (("reference", study.reference),
+                                                                     ("floor", study.floor))
+              if len(group) >= 2 for counts in [resample(group)]]
+
+    def draw(models: Sequence[str], placebo: bool = False):
+        if placebo:
+            return [*shared, ("level", resample(models), {}, len(models))]
+        return [*shared, *([("level", counts, counts, len(models)) for counts in [resample(models)]]
+                           if len(models) >= 2 else [])]
+
+    return draw
 
 
 def _step(spec: Mapping) -> int:
@@ -155,7 +207,7 @@ def _convergence(arrays, study: Study, depths, reference_depth, metas, seeds, se
     for level, models in study.factors["training_time"].items():
         couples = [(a, b) for a, b in cross_seed(study.specs, models, models) if a < b]
         if couples:
-            stages.append((level, _step(study.specs[models[0]]), term(arrays, couples, depths, reference_depth),
+            stages.append((level, _step(study.specs[models[0]]), term(arrays, couples, depths, reference_depth).mean(),
                            len(couples), models))
     stages.append(("end of training", _step(study.specs[study.reference[0]]), seeds, len(seed_couples),
                    study.reference))
@@ -204,7 +256,18 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study) -> pd.Dat
     sentences = []
     headline = [label for label in study.measures if label in set(table.loc[table["headline"], "measure"])]
     lead = headline[0] if headline else None
-    for (factor, level), rows in table.groupby(["factor", "level"], sort=False):
+    placebo = table[(table["factor"] == PLACEBO[0]) & (table["measure"] == lead) & table["depth"].str.endswith("third")]
+    if lead is not None and not placebo.empty:
+        half = float(np.nanmax((placebo["ci_high"] - placebo["ci_low"]) / 2))
+        ends = ", ".join(f"[{r.ci_low:.2f}, {r.ci_high:.2f}] in the {r.depth}" for r in placebo.itertuples())
+        text = (f"The seed placebo, each reference seed scored as a level against the others ({lead}; u = 1 by "
+                f"construction), has seeds-and-rows intervals {ends}: with {len(study.reference)} reference seeds "
+                f"and {len(study.floor)} floor models this study resolves u to about ±{half:.2f}")
+        margin = study.margin
+        text += (f", wider than the margin δ = {margin:g}: no level can be \"as similar as seeds\" within ±{margin:g}"
+                 if half > margin else f", within the margin δ = {margin:g}") + "."
+        sentences.append({"topic": PLACEBO[0], "level": PLACEBO[1], "text": text})
+    for (factor, level), rows in table[table["factor"] != PLACEBO[0]].groupby(["factor", "level"], sort=False):
         thirds = rows[rows["depth"].str.endswith("third") & rows["headline"]]
         if lead is None or thirds.empty:
             continue
@@ -213,8 +276,16 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study) -> pd.Dat
                   f"{_format(r.u, r.ci_low, r.ci_high)} in the {depth.replace(' third', '')}"
                   for i, (depth, r) in enumerate(mine.iterrows())]
         shares = ", ".join(shares[:-1]) + f" and {shares[-1]}" if len(shares) > 1 else "".join(shares)
+        count = int(rows["n_variant_models"].iloc[0])
+        basis = (f"seeds and rows: {count} models, {len(study.reference)} reference seeds, {len(study.floor)} floor "
+                 "models resampled" if rows["interval_basis"].iloc[0] == "seeds and rows"
+                 else "rows only: one model, so the interval says nothing of other seeds of this recipe")
         text = (f"Changing {FACTOR_NAMES.get(factor, factor)} to {level} ({rows['models'].iloc[0]}) keeps {shares} "
-                f"of the similarity seed siblings share ({lead}; 0 = the floor, 1 = another seed).")
+                f"of the similarity seed siblings share ({lead}; 0 = the floor, 1 = another seed; {basis}).")
+        if "u_null_zero" in mine and mine["u_null_zero"].notna().any():
+            text += (" With the shuffled-row chance level as zero instead of the untrained floor: "
+                     + ", ".join(f"{_format(r.u_null_zero, r.u_null_zero_low, r.u_null_zero_high)}"
+                                 for r in mine.itertuples()) + " (lower, middle, upper).")
         verdicts = []
         for depth, group in thirds.groupby("depth", sort=False):
             counts = group["verdict"].value_counts()
