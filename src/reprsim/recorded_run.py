@@ -489,6 +489,28 @@ def _universality_thirds(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _universality_readme(summary: dict) -> str:
+    """The README's sentence: the placebo's resolution, then every level's u, interval and verdict in the middle
+    third under the lead measure."""
+    study = summary["universality"]
+    rows = [r for r in study["thirds"] if r["measure"] == study["lead"] and r["depth"] == "middle third"]
+    placebo = [r for r in rows if r["factor"] == "placebo"]
+    parts = []
+    if placebo and placebo[0]["ci_low"] is not None:
+        r = placebo[0]
+        parts.append(f"the seed placebo (a reference seed scored as a level) resolves u to "
+                     f"[{_g(r['ci_low'])}, {_g(r['ci_high'])}] around 1")
+    levels = []
+    for r in rows:
+        if r["factor"] == "placebo":
+            continue
+        value = "undefined" if r["u"] is None else f"{_interval(r, 'u')}, {_verdict_short(r['verdict'])}"
+        levels.append(f"{r['factor'].replace('_', ' ')} {r['level']} {value}")
+    parts.append(f"in the middle third under {_name(study['lead'])} (the lead measure of those that passed the "
+                 "grounding tests there), " + "; ".join(levels))
+    return "; ".join(parts)
+
+
 def _universality_checks(summary: dict) -> str:
     c = summary["universality"]["checks"]
     return (f"every seeds-and-rows interval is at least as wide as the rows-only one ({c['seeds_at_least_as_wide']} "
@@ -552,6 +574,7 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "universality-statement": (_universality_statement, True),
     "universality-thirds": (_universality_thirds, True),
     "universality-checks": (_universality_checks, False),
+    "universality-readme": (_universality_readme, False),
     "interval-coverage": (_coverage_table, True),
 }
 

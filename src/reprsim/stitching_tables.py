@@ -101,7 +101,7 @@ class Penalties:
         seeds = f"; each cell the mean over seeds {', '.join(map(str, self.seeds))}" if len(self.seeds) > 1 else ""
         return (f"half-sample interval: the statistic on each of {len(self.replicates)} replicates of m = {self.m} "
                 f"of the n = {self.n} evaluation rows (the same rows in every stitching job of the dataset), "
-                f"recentred percentile{seeds}")
+                f"t interval{seeds}")
 
 
 def penalties(table: pd.DataFrame, replicates: pd.DataFrame, dataset: str, phi: str, metric: str) -> Penalties:

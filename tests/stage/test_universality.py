@@ -12,6 +12,7 @@ import pytest
 
 from universality_study import pair_tables
 
+from reprsim import recorded_run
 from reprsim.layers import matching_weights
 from reprsim.relations import study_errors, study_pairs
 from reprsim.stages.universality.shares import check_same_rows, depth_groups, verdict
@@ -90,8 +91,13 @@ def test_the_seed_placebo_is_one_and_its_seeds_and_rows_interval_contains_it(syn
     for frame in (placebo, table[table["factor"] != PLACEBO[0]]):
         assert ((frame["seeds_ci_high"] - frame["seeds_ci_low"]) >= (frame["rows_ci_high"] - frame["rows_ci_low"])
                 ).all()
-    sentence = statement(table, pd.DataFrame(), study).set_index("topic").loc[PLACEBO[0], "text"]
-    assert "resolves u to about ±" in sentence
+    sentences = statement(table, pd.DataFrame(), study)
+    assert "resolves u to about ±" in sentences.set_index("topic").loc[PLACEBO[0], "text"]
+    # what the guide quotes of a recorded study: the same checks, counted from the table
+    checks = recorded_run.universality_summary(table, sentences)["checks"]
+    assert checks["placebo_contains_one"] == checks["placebo_cells"] == 2 * 3
+    assert checks["seeds_at_least_as_wide"] == checks["cells_with_seeds"] > 0
+    assert checks["floor_within_margin"] == checks["floor_verdicts"]
 
 
 def test_seeds_that_differ_far_more_than_the_references_leave_a_rows_only_verdict_inconclusive():

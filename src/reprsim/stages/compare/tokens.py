@@ -35,7 +35,7 @@ from reprsim.metrics.cka import MinibatchHSIC
 from reprsim.resampling import beyond_chance, half_samples, interval
 
 NULL = "batch-shifted pairing: batch b of A with batch (b + s) mod T of B, for each shift s"
-INTERVAL = "half-sample of batches (m = T/2 batches without replacement), recentred percentile"
+INTERVAL = "half-sample of batches (m = T/2 batches without replacement), t interval from their spread"
 # a reader keeps the zarr chunks around its batch while it moves through them, when they are at most this big
 CACHE_BYTES = 1 << 26
 

@@ -6,7 +6,7 @@ A measure's series: its values with distances negated, and an asymmetric measure
 measure has one value per cell in one orientation. Two scopes: every compared cell (model pair × layer pair;
 a model's layer with itself left out, where every measure gives its identity value) and the model pairs
 (two distinct models; the mean over matching layers, as the pair summary). Intervals: the statistic on the
-estimates and on each shared replicate, recentred percentile (reprsim.resampling), as every finding.
+estimates and on each shared replicate, t interval (reprsim.resampling), as every finding.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def inn_aligns_better(tables: Tables, setup: Setup) -> list[dict]:
         pairs = sorted({f"{a} vs {b}" for a, b in zip(cells["model_a"], cells["model_b"])})
         method = (f"{len(cells)} cells (model pair × matching layer pair × direction), aligners {linear!r} and "
                   f"{inn!r}; half-sample interval over the held-out examples: δ recomputed on each of "
-                  f"{setup.resamples} replicates of m = {m} of the n = {n} examples, recentred percentile")
+                  f"{setup.resamples} replicates of m = {m} of the n = {n} examples, t interval")
         rows_out.append(judged(INN_BEATS_LINEAR, estimate=estimate, low=low, high=high, n=n, models="; ".join(pairs),
                                measure="rel_error", method=method, confidence=setup.confidence, dataset=dataset,
                                representation=representation))

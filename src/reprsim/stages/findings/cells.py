@@ -3,7 +3,7 @@ half-sample replicates, and statistics over them with intervals (reprsim.resampl
 
 Replicate r of every pair job of one dataset and split rests on the same rows, so a statistic
 that combines cells (a difference between layers, between model pairs) is computed on the
-estimates and on each replicate alike, and gets the recentred-percentile interval.
+estimates and on each replicate alike, and gets the t interval of reprsim.resampling.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def select(pairs: pd.DataFrame, replicates: pd.DataFrame, wanted, measure: str,
 
 def replicate_method(cells: Cells) -> str:
     return (f"half-sample interval: the statistic on each of {len(cells.replicates)} replicates of "
-            f"m = {cells.m} of the n = {cells.n} rows (shared by all cells), recentred percentile")
+            f"m = {cells.m} of the n = {cells.n} rows (shared by all cells), t interval")
 
 
 def mean_of_units(cells: Cells, units: dict[str, Statistic], confidence: float, unit_name: str,

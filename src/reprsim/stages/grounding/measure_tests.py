@@ -124,7 +124,7 @@ def _result(label: str, values: Values, test: str, variant: str, estimate: float
     None: decided by nulls.decide from the item-level null and the row interval."""
     low, high = interval(np.asarray(estimate, dtype=float), np.asarray(replicates, dtype=float), n,
                          subsample_size(n), setup.confidence)
-    # the recentred percentile can step past a bounded score's range (a ρ of 0.96 with an end at 1.02): clipped
+    # the t interval can step past a bounded score's range (a ρ of 0.96 with an end at 1.02): clipped
     low, high = (float(np.clip(bound, *RANGES[units])) if units in RANGES else float(bound) for bound in (low, high))
     if np.isfinite(estimate) and not (np.isfinite(low) and np.isfinite(high)):
         # no score without its interval: the half-samples leave it undefined (too few rows for the measure)

@@ -118,26 +118,26 @@ class Term:
     values: np.ndarray
     draws: np.ndarray
 
-    def weights(self, first: Mapping[str, np.ndarray] | None = None,
-                second: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """(B, C) couple weights under B seed draws, the product of the couple's models' counts (`first`: model ->
-        (B,) times drawn, for the couple's first model; `second`, default `first`, for its reference model; a model
-        not named counts once), or (1, C) ones."""
-        if first is None:
+    def weights(self, first: Mapping[str, np.ndarray] | None = None, second: Mapping[str, np.ndarray] | None = None,
+                draws: int | None = None) -> np.ndarray:
+        """(draws, C) couple weights under seed draws: the product of the times the couple's first model is drawn
+        (`first`: model -> (draws,) counts) and its reference model (`second`); a model not named counts once.
+        Without `draws`, (1, C) ones."""
+        if draws is None:
             return np.ones((1, len(self.couples)))
-        second = first if second is None else second
-        one = np.ones(len(next(iter(first.values()))))
+        one = np.ones(draws)
+        first, second = first or {}, second or {}
         return np.stack([first.get(a, one) * second.get(b, one) for a, b in self.couples], axis=1)
 
-    def mean(self, first: Mapping[str, np.ndarray] | None = None,
-             second: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def mean(self, first: Mapping[str, np.ndarray] | None = None, second: Mapping[str, np.ndarray] | None = None,
+             draws: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(values, replicates) of the weighted mean over couples: (L+1,), (R, L+1) without seed draws; with them
-        (:meth:`weights`) the draws' values at all rows, (B, L+1) (NaN where a draw leaves no couple), and no
+        (:meth:`weights`) the draws' values at all rows, (draws, L+1) (NaN where a draw leaves no couple), and no
         replicates."""
-        w = self.weights(first, second)
+        w = self.weights(first, second, draws)
         with np.errstate(invalid="ignore", divide="ignore"):
             values = (w @ self.values) / w.sum(axis=1, keepdims=True)
-        if first is not None:
+        if draws is not None:
             return values, np.full((1, *values.shape), np.nan)
         return values[0], np.einsum("c,crl->rl", w[0], self.draws) / w.sum()
 

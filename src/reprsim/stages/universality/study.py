@@ -134,9 +134,9 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
             variant = term(arrays, couples, depths, reference_depth)
             variant_null = term(nulls, couples, depths, reference_depth).mean()[0] if nulls else None
             # each resampled group's draws at all rows: (variant, seeds, floor) values, the group's size
-            under_draws = [((variant.mean(first, second)[0], seeds.mean(first, second)[0],
-                             floor.mean(first, second)[0]), size, group == "level")
-                           for group, first, second, size in counts]
+            under_draws = [((variant.mean(first, second, study.seed_draws)[0],
+                             seeds.mean(both, both, study.seed_draws)[0], floor.mean(both, both, study.seed_draws)[0]),
+                            size, group == "level") for group, first, second, both, size in counts]
             for depth, layers in groups.items():
                 row = share(variant.mean(), seeds.mean(), floor.mean(), layers, arrays.n, arrays.m,
                             study.confidence, study.margin, study.bias_corrected, under_draws)
@@ -162,27 +162,33 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
 
 
 def _seed_draws(study: Study):
-    """A function of a level's models giving its seed draws, one group at a time: [(group, counts for a couple's
-    first model, counts for its reference model, the group's size)], counts being model -> (B,) times drawn with
-    replacement from that group alone (a model not named counts once). The reference and the floor are resampled
-    when they have ≥ 2 models, and so is the level; the placebo's level is another draw of the reference seeds, for
-    the first model of its couples only. One generator: the same reference and floor draws for every level and
-    measure."""
+    """A function of a level's models giving its seed draws, one group of models at a time, each drawn with
+    replacement from that group alone: [(group, counts for the variant couples' first model, for their reference
+    model, for both models of the seed and floor couples, the group's size)], counts being model -> (B,) times
+    drawn (a model not named counts once). The reference and the floor are resampled when they have ≥ 2 models, and
+    so is the level. The placebo's level is the reference seeds drawn again, for its couples' first model only, and
+    its reference draw weighs its couples' reference model only. One generator: the same reference and floor draws
+    for every level and measure."""
     rng = np.random.default_rng(study.seed)
 
     def resample(models: Sequence[str]) -> dict[str, np.ndarray]:
         picks = rng.integers(len(models), size=(study.seed_draws, len(models)))
         return {model: (picks == i).sum(axis=1).astype(float) for i, model in enumerate(models)}
 
-    shared = [(name, counts, counts, len(group)) for name, group in (("reference", study.reference),
-                                                                     ("floor", study.floor))
-              if len(group) >= 2 for counts in [resample(group)]]
+    groups = {name: (resample(models), len(models)) for name, models in (("reference", study.reference),
+                                                                         ("floor", study.floor)) if len(models) >= 2}
 
     def draw(models: Sequence[str], placebo: bool = False):
+        found = []
+        for name, (counts, size) in groups.items():
+            first = {} if placebo and name == "reference" else counts
+            found.append((name, first, counts, counts, size))
         if placebo:
-            return [*shared, ("level", resample(models), {}, len(models))]
-        return [*shared, *([("level", counts, counts, len(models)) for counts in [resample(models)]]
-                           if len(models) >= 2 else [])]
+            found.append(("level", resample(models), {}, {}, len(models)))
+        elif len(models) >= 2:
+            counts = resample(models)
+            found.append(("level", counts, counts, counts, len(models)))
+        return found
 
     return draw
 
