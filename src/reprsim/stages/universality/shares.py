@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from reprsim.layers import matching_weights
-from reprsim.resampling import bias, fieller, interval, satterthwaite, scale
+from reprsim.resampling import fieller, interval, satterthwaite, scale
 
 THIRDS = ("lower", "middle", "upper")
 VERDICTS = ("as similar as seeds", "more similar than seeds", "less similar", "no more similar than the floor",
@@ -202,23 +202,19 @@ def _covariance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.ndarray],
           floor: tuple[np.ndarray, np.ndarray], layers: np.ndarray, n: int, m: int, confidence: float,
-          margin: float, bias_corrected: bool = False, seed_draws: Sequence | None = None) -> dict:
+          margin: float, seed_draws: Sequence | None = None) -> dict:
     """u over the reference `layers` (each term averaged over them first), its rows-only interval and, given
     `seed_draws` (per resampled group of models: the (B, L+1) values of the variant, seeds and floor terms under B
     draws of that group at all rows, the group's size, and whether it is the level), its seeds-and-rows interval; the
     verdict from the seeds-and-rows interval where the level has seeds to resample, else from the rows only;
-    and the three terms with their rows-only intervals. `bias_corrected` moves numerator and denominator by the
-    half-samples' bias estimate (reprsim.resampling.bias) before the ratio. Undefined when the seed siblings are not
-    clearly above the floor (Fieller's interval is then unbounded: the share of nothing is no share)."""
+    and the three terms with their rows-only intervals. Undefined when the seed siblings are not clearly above the
+    floor (Fieller's interval is then unbounded: the share of nothing is no share)."""
     def mean(pair):
         return float(np.mean(pair[0][layers])), np.mean(pair[1][:, layers], axis=1)
 
     (v, v_r), (s, s_r), (f, f_r) = mean(variant), mean(seeds), mean(floor)
     numerator, denominator = v - f, s - f
     numerator_r, denominator_r = v_r - f_r, s_r - f_r
-    if bias_corrected:
-        numerator -= float(bias(numerator, numerator_r, n, m))
-        denominator -= float(bias(denominator, denominator_r, n, m))
     rows_cov = _covariance(numerator_r, denominator_r) * scale(n, m) ** 2
     rows_df = int(np.sum(np.isfinite(numerator_r) & np.isfinite(denominator_r))) - 1
     with np.errstate(divide="ignore", invalid="ignore"):

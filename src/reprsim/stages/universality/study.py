@@ -47,7 +47,6 @@ class Study:
     confidence: float
     specs: Mapping[str, Mapping]
     measures: Mapping[str, str]  # label -> registry name, in the configuration's order
-    bias_corrected: bool = False  # u's numerator and denominator moved by the half-samples' bias estimate
     seed_draws: int = SEED_DRAWS
     seed: int = 0
 
@@ -139,7 +138,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
                             size, group == "level") for group, first, second, both, size in counts]
             for depth, layers in groups.items():
                 row = share(variant.mean(), seeds.mean(), floor.mean(), layers, arrays.n, arrays.m,
-                            study.confidence, study.margin, study.bias_corrected, under_draws)
+                            study.confidence, study.margin, under_draws)
                 if variant_null is not None and seeds_null is not None:
                     row.update(null_share(variant.mean(), seeds.mean(), variant_null, seeds_null, layers, arrays.n,
                                           arrays.m, study.confidence))
