@@ -35,7 +35,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.stats import t as student_t
 
 METHOD = "half-sample (m = n/2 rows without replacement), t interval from the replicates' spread"
 FRACTION = 0.5
@@ -63,9 +62,12 @@ def scale(n: int, m: int) -> float:
 
 def t_quantile(count, confidence: float):
     """The two-sided t quantile for `count` finite replicates (count − 1 degrees of freedom); NaN below 2."""
+    # imported here: every job imports this module, most never make an interval (scipy.stats costs 1 s to import)
+    from scipy.special import stdtrit
+
     count = np.asarray(count, dtype=float)
     with np.errstate(invalid="ignore"):
-        return np.where(count >= 2, student_t.ppf((1 + confidence) / 2, np.maximum(count - 1, 1)), np.nan)
+        return np.where(count >= 2, stdtrit(np.maximum(count - 1, 1), (1 + confidence) / 2), np.nan)
 
 
 def spread(replicates, n: int, m: int):
