@@ -15,6 +15,8 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
+from reprsim.stages.universality.shares import VERDICTS
+
 pytestmark = pytest.mark.workflow
 EXAMPLE = REPO / "config" / "examples" / "stitching-lm.yaml"
 MODELS = ["gpt-gelu-s0", "gpt-relu-s0"]
@@ -79,8 +81,9 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     assert set(table["factor"]) == {"training_time"} and set(table["level"]) == {"step 30"}
     thirds = table[table["depth"].str.endswith("third")]
     assert set(thirds["depth"]) == {"lower third", "middle third", "upper third"}
-    assert set(table["verdict"]) <= {"as similar as seeds", "more similar than seeds", "less similar",
-                                     "no more similar than the floor", "inconclusive", "undefined"}
+    assert set(table["verdict"]) <= set(VERDICTS)
+    # two checkpoints of two seeds: the level and the reference resampled, so its verdict reads seeds and rows
+    assert (table["interval_basis"] == "seeds and rows").all() and table["rows_ci_low"].notna().any()
     defined = table[table["verdict"] != "undefined"]
     assert not defined.empty and ((defined["ci_low"] <= defined["u"]) & (defined["u"] <= defined["ci_high"])).all()
     assert (table["n"] == 40).all() and (table["n_seed_pairs"] == 1).all() and (table["n_variant_pairs"] == 2).all()
