@@ -16,7 +16,7 @@ from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
-from reprsim.stages.universality.shares import SEED_DRAWS, Term, depth_groups, null_share, pair_arrays, share, term
+from reprsim.stages.universality.shares import SEED_DRAWS, depth_groups, null_share, pair_arrays, share, term
 
 COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", "family", "depth", "layer",
            "relative_depth", "u", "ci_low", "ci_high", "interval_basis", "verdict", "margin", "rows_ci_low",
