@@ -129,10 +129,11 @@ def fieller(numerator: float, denominator: float, covariance: np.ndarray, df: fl
     a = denominator**2 - t * t * v_dd
     b = numerator * denominator - t * t * v_nd
     c = numerator**2 - t * t * v_nn
-    discriminant = b * b - a * c
-    if a <= 0 or discriminant < 0:
+    if a <= 0:
         return np.nan, np.nan, float(g)
-    root = np.sqrt(discriminant)
+    # with a > 0 and a positive semi-definite covariance the quadratic is ≤ 0 at ρ = N/D, so b² − ac ≥ 0: a negative
+    # value is rounding (a placebo's N and D agree in every replicate, and the interval is the point N/D)
+    root = np.sqrt(max(b * b - a * c, 0.0))
     return float((b - root) / a), float((b + root) / a), float(g)
 
 

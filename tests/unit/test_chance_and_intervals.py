@@ -14,7 +14,7 @@ from reprsim.metrics import compute, compute_layers, directed_layers, null, repl
 from reprsim.metrics.api import _evaluator
 from reprsim.metrics.permutation import null_draws, permutations
 from reprsim.metrics.subsample import replicate_draws
-from reprsim.resampling import half_samples, interval
+from reprsim.resampling import fieller, half_samples, interval, t_quantile
 
 SHORTCUTS = [
     ("cka", {}), ("cka", {"estimator": "unbiased"}), ("cka", {"kernel": "rbf", "threshold": 0.8}),
@@ -126,6 +126,31 @@ def test_the_interval_contains_the_estimate_however_skewed_the_replicates():
     low, high = interval(0.3, replicates, n=100, m=50)
     assert low <= 0.3 <= high
     assert np.isnan(interval(np.nan, replicates, 100, 50)).all()  # an undefined value has no interval
+
+
+def test_fieller_is_the_ratio_interval_it_solves_for():
+    t = float(t_quantile(30, 0.95))
+    # a denominator known exactly: the numerator's t interval divided by it
+    low, high, g = fieller(2.0, 4.0, np.array([[0.09, 0.0], [0.0, 0.0]]), 29)
+    assert (low, high, g) == pytest.approx(((2.0 - t * 0.3) / 4.0, (2.0 + t * 0.3) / 4.0, 0.0), rel=1e-12)
+    # each end solves (N − ρD)² = t²·var(N − ρD) for a correlated covariance
+    cov = np.array([[0.04, 0.01], [0.01, 0.02]])
+    for rho in fieller(1.0, 1.5, cov, 29)[:2]:
+        variance = cov[0, 0] - 2 * rho * cov[0, 1] + rho**2 * cov[1, 1]
+        assert (1.0 - rho * 1.5) ** 2 == pytest.approx(t * t * variance, rel=1e-9)
+    # a denominator whose interval reaches 0 (g ≥ 1): unbounded, no interval
+    assert np.isnan(fieller(1.0, 0.1, cov, 29)[:2]).all()
+
+
+def test_fieller_of_a_ratio_that_is_one_in_every_replicate_is_the_point_not_undefined():
+    # a seed placebo: numerator and denominator the same in each replicate, so b² − ac is 0 up to rounding, and
+    # rounding takes it below 0 in a few of these 20000 draws
+    rng = np.random.default_rng(0)
+    for _ in range(20000):
+        value, spread = rng.uniform(0.05, 2), 10 ** rng.uniform(-8, -1.5)  # g < 1 throughout
+        both = value + spread * value * rng.normal(size=30)
+        low, high, _ = fieller(value, value, np.full((2, 2), both.var(ddof=1)), 29)
+        assert low == pytest.approx(1.0, abs=1e-6) and high == pytest.approx(1.0, abs=1e-6)
 
 
 def test_cca_is_undefined_with_its_reason_when_dimensions_exceed_the_rows_and_warns_below_five_rows_each():

@@ -112,34 +112,25 @@ def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: s
 @dataclass(frozen=True)
 class Term:
     """One term's couples of (model, reference model), each couple's similarity at every reference layer: values
-    (C, L+1) and row replicates (C, R, L+1). Its value is a weighted mean over couples (:meth:`mean`)."""
+    (C, L+1) and row replicates (C, R, L+1). Its value is the mean over couples (:meth:`mean`; under seed draws a
+    weighted one, :meth:`drawn`)."""
 
     couples: list[tuple[str, str]]
     values: np.ndarray
     draws: np.ndarray
 
-    def weights(self, first: Mapping[str, np.ndarray] | None = None, second: Mapping[str, np.ndarray] | None = None,
-                draws: int | None = None) -> np.ndarray:
-        """(draws, C) couple weights under seed draws: the product of the times the couple's first model is drawn
-        (`first`: model -> (draws,) counts) and its reference model (`second`); a model not named counts once.
-        Without `draws`, (1, C) ones."""
-        if draws is None:
-            return np.ones((1, len(self.couples)))
-        one = np.ones(draws)
-        first, second = first or {}, second or {}
-        return np.stack([first.get(a, one) * second.get(b, one) for a, b in self.couples], axis=1)
+    def mean(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values (L+1,), row replicates (R, L+1)): the plain mean over couples."""
+        return self.values.mean(axis=0), self.draws.mean(axis=0)
 
-    def mean(self, first: Mapping[str, np.ndarray] | None = None, second: Mapping[str, np.ndarray] | None = None,
-             draws: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(values, replicates) of the weighted mean over couples: (L+1,), (R, L+1) without seed draws; with them
-        (:meth:`weights`) the draws' values at all rows, (draws, L+1) (NaN where a draw leaves no couple), and no
-        replicates."""
-        w = self.weights(first, second, draws)
+    def drawn(self, first: Mapping[str, np.ndarray], second: Mapping[str, np.ndarray], draws: int) -> np.ndarray:
+        """(draws, L+1) means over couples at all rows under seed draws: a couple weighs the times its first model is
+        drawn (`first`: model -> (draws,) counts) times the times its reference model is (`second`); a model not
+        named counts once. NaN where a draw leaves no couple."""
+        one = np.ones(draws)
+        weights = np.stack([first.get(a, one) * second.get(b, one) for a, b in self.couples], axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            values = (w @ self.values) / w.sum(axis=1, keepdims=True)
-        if draws is not None:
-            return values, np.full((1, *values.shape), np.nan)
-        return values[0], np.einsum("c,crl->rl", w[0], self.draws) / w.sum()
+            return (weights @ self.values) / weights.sum(axis=1, keepdims=True)
 
 
 def term(arrays: PairArrays, couples: Sequence[tuple[str, str]], depths: Mapping[str, int],
@@ -200,6 +191,15 @@ def _covariance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.cov(np.stack([x[keep], y[keep]]))
 
 
+def _rows_fieller(numerator: float, denominator: float, numerator_r: np.ndarray, denominator_r: np.ndarray,
+                  n: int, m: int, confidence: float) -> tuple[np.ndarray, int, tuple[float, float, float]]:
+    """The rows' covariance of numerator and denominator (from their half-sample replicates, scaled to n rows), its
+    degrees of freedom (replicates defined for both, less one) and Fieller's (low, high, g) from them."""
+    cov = _covariance(numerator_r, denominator_r) * scale(n, m) ** 2
+    df = int(np.sum(np.isfinite(numerator_r) & np.isfinite(denominator_r))) - 1
+    return cov, df, fieller(numerator, denominator, cov, df, confidence)
+
+
 def share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.ndarray],
           floor: tuple[np.ndarray, np.ndarray], layers: np.ndarray, n: int, m: int, confidence: float,
           margin: float, seed_draws: Sequence | None = None) -> dict:
@@ -214,12 +214,10 @@ def share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.nd
 
     (v, v_r), (s, s_r), (f, f_r) = mean(variant), mean(seeds), mean(floor)
     numerator, denominator = v - f, s - f
-    numerator_r, denominator_r = v_r - f_r, s_r - f_r
-    rows_cov = _covariance(numerator_r, denominator_r) * scale(n, m) ** 2
-    rows_df = int(np.sum(np.isfinite(numerator_r) & np.isfinite(denominator_r))) - 1
+    rows_cov, rows_df, (rows_low, rows_high, rows_g) = _rows_fieller(numerator, denominator, v_r - f_r, s_r - f_r,
+                                                                     n, m, confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         u = numerator / denominator
-    rows_low, rows_high, rows_g = fieller(numerator, denominator, rows_cov, rows_df, confidence)
     row = {"u": u, "rows_ci_low": rows_low, "rows_ci_high": rows_high, "seeds_ci_low": np.nan,
            "seeds_ci_high": np.nan}
     low, high, g, basis = rows_low, rows_high, rows_g, "rows only"
@@ -258,9 +256,7 @@ def null_share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, 
     (v, v_r), (s, s_r) = ((float(np.mean(x[0][layers])), np.mean(x[1][:, layers], axis=1)) for x in (variant, seeds))
     z_v, z_s = float(np.mean(variant_null[layers])), float(np.mean(seeds_null[layers]))
     numerator, denominator = v - z_v, s - z_s
-    cov = _covariance(v_r - z_v, s_r - z_s) * scale(n, m) ** 2
-    df = int(np.sum(np.isfinite(v_r) & np.isfinite(s_r))) - 1
-    low, high, _ = fieller(numerator, denominator, cov, df, confidence)
+    _, _, (low, high, _) = _rows_fieller(numerator, denominator, v_r - z_v, s_r - z_s, n, m, confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         u = numerator / denominator if np.isfinite(low) else np.nan
     return {"u_null_zero": u, "u_null_zero_low": low, "u_null_zero_high": high}

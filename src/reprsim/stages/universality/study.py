@@ -133,8 +133,8 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
             variant = term(arrays, couples, depths, reference_depth)
             variant_null = term(nulls, couples, depths, reference_depth).mean()[0] if nulls else None
             # each resampled group's draws at all rows: (variant, seeds, floor) values, the group's size
-            under_draws = [((variant.mean(first, second, study.seed_draws)[0],
-                             seeds.mean(both, both, study.seed_draws)[0], floor.mean(both, both, study.seed_draws)[0]),
+            under_draws = [((variant.drawn(first, second, study.seed_draws),
+                             seeds.drawn(both, both, study.seed_draws), floor.drawn(both, both, study.seed_draws)),
                             size, group == "level") for group, first, second, both, size in counts]
             for depth, layers in groups.items():
                 row = share(variant.mean(), seeds.mean(), floor.mean(), layers, arrays.n, arrays.m,
