@@ -127,12 +127,13 @@ def main() -> None:
     previous = recorded_run.load_summary() if recorded_run.SUMMARY.is_file() else {}
     if args.universality:
         study = args.universality.resolve()
-        tables = study / "results" / "tables"
+        study_tables = study / "results" / "tables"  # not `tables`: the default's, copied below
         facts = run_facts(study, args.universality_time_output)
         facts["commit"] = subprocess.run(["git", "-C", str(study), "rev-parse", "HEAD"], capture_output=True,
                                          text=True).stdout.strip() or None
         summary["universality"] = {"run": facts, **recorded_run.universality_summary(
-            pd.read_parquet(tables / "universality.parquet"), pd.read_parquet(tables / "universality_statement.parquet"))}
+            pd.read_parquet(study_tables / "universality.parquet"),
+            pd.read_parquet(study_tables / "universality_statement.parquet"))}
     elif "universality" in previous:
         summary["universality"] = previous["universality"]
     if args.coverage:

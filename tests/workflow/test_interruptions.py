@@ -32,9 +32,10 @@ pytestmark = pytest.mark.workflow
 # rules run side by side, so a rule may be finished before its turn (the report takes half a second);
 # it is then passed over, and most must still be hit. Every kind of output is among them: a model directory (as
 # datasets and materialised models are written: reprsim.io.outputs.atomic_directory), a store, the tables of
-# fine-tuning, pair, aligner and stitching jobs, the report's pages.
+# pair and stitching jobs, the report's pages. Truncation's, layer injection's and the aligners' tables go through
+# the same writer (reprsim.io.outputs.write_parquet) and are not killed again: each kill costs a restart and the
+# killed work.
 KILL_POINTS = {"finetune_model": ("finetune_model", 1.0), "extract_activations": ("extract_activations", 1.5),
-               "truncation": ("truncation", 1.5), "layer_injection": ("layer_injection", 1.5),
                "compare_pair": ("compare_pair", 1.5), "stitch": ("stitch", 1.5), "report": ("build_report", 0.1)}
 
 
@@ -164,7 +165,7 @@ def test_killed_runs_resume_to_the_uninterrupted_tables(workflow, tmp_path):
             killed.append(rule)
             # the killed job's half-written outputs are never taken as finished
             assert planned.get(rule), f"killed during {rule}, yet the dry run plans no {rule} job"
-    assert len(killed) >= 4, killed
+    assert len(killed) >= 3, killed
     assert _start(root).wait() == 0, (root / "run.log").read_text()[-4000:]
     assert _planned(root) == {}
     leftovers = [str(p.relative_to(root)) for p in (root / "results").rglob("*.tmp-*")]
