@@ -31,12 +31,12 @@ pytestmark = pytest.mark.workflow
 # a job of the rule has started, resumed and killed at the next rule, and so on. Jobs of independent
 # rules run side by side, so a rule may be finished before its turn (the report takes half a second);
 # it is then passed over, and most must still be hit. Every kind of output is among them: a model directory (as
-# datasets and materialised models are written: reprsim.io.outputs.atomic_directory), a store, the tables of
-# pair and stitching jobs, the report's pages. Truncation's, layer injection's and the aligners' tables go through
-# the same writer (reprsim.io.outputs.write_parquet) and are not killed again: each kill costs a restart and the
+# datasets and materialised models are written: reprsim.io.outputs.atomic_directory), a store, a pair job's two
+# tables, the report's pages. Stitching's, truncation's, layer injection's and the aligners' tables go through the
+# same writer (reprsim.io.outputs.write_parquet) and are not killed again: each kill costs a restart and the
 # killed work.
 KILL_POINTS = {"finetune_model": ("finetune_model", 1.0), "extract_activations": ("extract_activations", 1.5),
-               "compare_pair": ("compare_pair", 1.5), "stitch": ("stitch", 1.5), "report": ("build_report", 0.1)}
+               "compare_pair": ("compare_pair", 1.5), "report": ("build_report", 0.1)}
 
 
 def test_a_moved_checkout_has_nothing_to_do(workflow, tmp_path):
