@@ -9,7 +9,8 @@ from one data set of 100,000 rows (its estimate there is within 1e-3 of the limi
 no population value apart from n (k of n neighbours), so its truth is E θ̂_n, the mean estimate over the data sets.
 PWCCA's replicates keep the principal directions of all rows (the pair jobs' route); recomputing them on each
 half-sample is shown beside. u (reprsim.stages.universality.shares.share, rows only): five models seeing Z, two
-reference seeds, a variant and a floor, linear or unbiased CKA between them; its truth from the population CKAs.
+reference seeds, a variant and a floor, linear or unbiased CKA between them; its truth from the population CKAs;
+and the two pooled as one sense's measures are (the mean u, reprsim.stages.universality.shares.pooled).
 Each interval is also moved by the half-samples' own bias estimate (reprsim.resampling.bias), to show whether that
 reaches the population value.
 
@@ -30,6 +31,9 @@ import torch
 
 from reprsim.metrics import compute, replicate_layers
 from reprsim.resampling import half_samples, interval, scale
+
+
+POOLED = "u (pooled: linear and unbiased CKA)"
 
 
 def percentile_interval(estimate, replicates, n, m, confidence=0.95):
@@ -66,7 +70,7 @@ def setting(n: int, d: int, k: int, seed: int):
 
 
 def run(n: int, d: int, datasets: int, resamples: int, seed: int) -> pd.DataFrame:
-    from reprsim.stages.universality.shares import share
+    from reprsim.stages.universality.shares import Terms, pooled, share
 
     k, noise = max(4, d // 4), 1.0
     rng, mix = setting(n, d, k, seed)
@@ -82,6 +86,7 @@ def run(n: int, d: int, datasets: int, resamples: int, seed: int) -> pd.DataFram
            for pair in [("r1", "r2"), ("v", "r1"), ("v", "r2"), ("f", "r1"), ("f", "r2")]}
     s, v, f = pop[("r1", "r2")], (pop[("v", "r1")] + pop[("v", "r2")]) / 2, (pop[("f", "r1")] + pop[("f", "r2")]) / 2
     truths["u (linear_cka)"] = truths["u (unbiased_cka)"] = (v - f) / (s - f)
+    truths[POOLED] = truths["u (linear_cka)"]  # the mean of two equal truths
     rows = []
     for t in range(datasets):
         Z = rng.normal(size=(n, k))
@@ -97,6 +102,7 @@ def run(n: int, d: int, datasets: int, resamples: int, seed: int) -> pd.DataFram
                 rows.append({"dataset": t, "measure": "pwcca, PCA of each half-sample", "estimate": estimate,
                              "draws": recomputed, "m": m})
         views = {name: view(rng, Z, mix[name], noise) for name in ("r1", "r2", "v", "f")}
+        both = []
         for label in ("linear_cka", "unbiased_cka"):
             terms = {}
             for a, b in pop:
@@ -109,6 +115,12 @@ def run(n: int, d: int, datasets: int, resamples: int, seed: int) -> pd.DataFram
                         np.array([0]), n, m, 0.95, 0.1)
             rows.append({"dataset": t, "measure": f"u ({label})", "estimate": row["u"], "low": row["ci_low"],
                          "high": row["ci_high"], "m": m})
+            both.append(Terms(mean(("v", "r1"), ("v", "r2")), mean(("r1", "r2")), mean(("f", "r1"), ("f", "r2")), []))
+        # one sense's measures pooled (reprsim.stages.universality.shares.pooled): the mean u, Fieller's interval
+        together = pooled(both, np.array([0]))
+        row = share(together.variant, together.seeds, together.floor, np.array([0]), n, m, 0.95, 0.1)
+        rows.append({"dataset": t, "measure": POOLED, "estimate": row["u"], "low": row["ci_low"],
+                     "high": row["ci_high"], "m": m})
     frame = pd.DataFrame(rows)
     out = []
     for label, group in frame.groupby("measure", sort=False):

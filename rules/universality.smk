@@ -27,6 +27,7 @@ rule universality:
         code=code("universality"),
     output:
         table=paths.UNIVERSALITY,
+        senses=paths.UNIVERSALITY_SENSES,
         convergence=paths.UNIVERSALITY_CONVERGENCE,
         claims=paths.UNIVERSALITY_CLAIMS,
         statement=paths.UNIVERSALITY_STATEMENT,
@@ -38,6 +39,7 @@ rule universality:
         levels=json.dumps([[factor, list(levels)] for factor, levels in ((STUDY or {}).get("factors") or {}).items()]),
         models=canonical({m: config["models"][m] for m in study_models()}),
         measures=canonical({label: spec["measure"] for label, spec in config["measures"].items()}),
+        params=canonical({label: spec.get("params") or {} for label, spec in config["measures"].items()}),
         confidence=config["similarity"]["intervals"]["confidence"],
         seed=config["similarity"]["intervals"]["seed"],
         dataset=STUDY_DATASET,
@@ -51,6 +53,7 @@ rule universality:
 
 TARGETS["universality"] = [paths.UNIVERSALITY] if STUDY is not None else []
 TARGETS["universality_statement"] = [paths.UNIVERSALITY_STATEMENT] if STUDY is not None else []
+TARGETS["universality_senses"] = [paths.UNIVERSALITY_SENSES] if STUDY is not None else []
 TARGETS["universality_convergence"] = (
     [paths.UNIVERSALITY_CONVERGENCE, paths.UNIVERSALITY_CLAIMS]
     if STUDY is not None and "training_time" in STUDY["factors"] else [])

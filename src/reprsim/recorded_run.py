@@ -422,10 +422,15 @@ UNIVERSALITY_COLUMNS = ("factor", "level", "measure", "depth", "u", "ci_low", "c
                         "u_null_zero_low", "u_null_zero_high", "headline", "margin")
 
 
-def universality_summary(table, statement) -> dict:
+SENSE_COLUMNS = ("factor", "level", "sense", "depth", "u", "ci_low", "ci_high", "interval_basis", "verdict",
+                 "measures", "left_out")
+
+
+def universality_summary(table, statement, senses=None) -> dict:
     """What the guide and the README quote of the universality example: the statement's sentences, the thirds of
-    every measure, and the issue-51 checks computed from them."""
+    every measure and (given the sense table) of every sense, and the issue-51 checks computed from them."""
     thirds = table[table["depth"].isin(THIRDS)]
+    sense_thirds = [] if senses is None else _records(senses[senses["depth"].isin(THIRDS)], SENSE_COLUMNS)
     grounded = [m for m in dict.fromkeys(thirds["measure"]) if thirds.loc[thirds["measure"] == m, "headline"].all()]
     seeds = thirds[thirds["seeds_ci_low"].notna()]
     width = lambda f, lo, hi: (f[hi] - f[lo])  # noqa: E731
@@ -436,6 +441,7 @@ def universality_summary(table, statement) -> dict:
         "grounded": grounded,
         "statement": [{"topic": r.topic, "level": r.level, "text": r.text} for r in statement.itertuples()],
         "thirds": _records(thirds, UNIVERSALITY_COLUMNS),
+        "senses": sense_thirds,
         "checks": {
             "cells_with_seeds": int(len(seeds)),
             "seeds_at_least_as_wide": int((width(seeds, "seeds_ci_low", "seeds_ci_high")
@@ -486,6 +492,42 @@ def _universality_thirds(summary: dict) -> str:
             texts.append(text)
         name = "seed placebo" if key[0] == "placebo" else key[0].replace("_", " ")
         lines.append(f"| {name}: {_cell(key[1])} | " + " | ".join(texts) + " |")
+    return "\n".join(lines)
+
+
+def _universality_senses(summary: dict) -> str:
+    """Factor level × sense: each measured sense's middle-third u, interval and verdict, and the other thirds'
+    verdicts where they differ; the senses the study does not measure, named with why."""
+    rows = summary["universality"].get("senses") or []
+    measured = list(dict.fromkeys(r["sense"] for r in rows if r["verdict"] != "not measured"))
+    if not rows:
+        return "This recording has no sense table (recorded before the study had one)."
+    pooled = {sense: dict.fromkeys(label for r in rows if r["sense"] == sense
+                                   for label in str(r["measures"]).split(", ") if label) for sense in measured}
+    header = [f"{sense} ({', '.join(_name(label) for label in pooled[sense])})" for sense in measured]
+    lines = ["Each cell: the middle third's u [seeds-and-rows interval] and verdict, pooled over the sense's grounded "
+             "measures (named in the header); the other thirds' verdicts where they differ.", "",
+             "| factor: level | " + " | ".join(header) + " |", "|---|" + "---|" * len(measured)]
+    for key in dict.fromkeys((r["factor"], r["level"]) for r in rows):
+        texts = []
+        for sense in measured:
+            cells = {r["depth"]: r for r in rows if (r["factor"], r["level"]) == key and r["sense"] == sense}
+            middle = cells.get("middle third")
+            if middle is None or middle["verdict"] == "not measured":
+                texts.append("–")
+                continue
+            text = ("undefined" if middle["u"] is None else
+                    f"{_interval(middle, 'u')}, {_verdict_short(middle['verdict'])}")
+            text += " (rows only)" if middle["interval_basis"] == "rows only" else ""
+            others = [f"{depth.replace(' third', '')}: {_verdict_short(cells[depth]['verdict'])}"
+                      for depth in THIRDS if depth in cells and depth != "middle third"
+                      and cells[depth]["verdict"] != middle["verdict"]]
+            texts.append(text + (f"<br>{'; '.join(others)}" if others else ""))
+        name = {"placebo": "seed placebo", "seeds": "seeds"}.get(key[0], key[0].replace("_", " "))
+        lines.append(f"| {name}: {_cell(key[1])} | " + " | ".join(texts) + " |")
+    unmeasured = {r["sense"]: str(r["left_out"]).split("; ")[0] for r in rows if r["sense"] not in measured}
+    if unmeasured:
+        lines += ["", "Not measured: " + "; ".join(f"{sense} ({why})" for sense, why in unmeasured.items()) + "."]
     return "\n".join(lines)
 
 
@@ -575,6 +617,7 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "universality-run": (_universality_run, False),
     "universality-statement": (_universality_statement, True),
     "universality-thirds": (_universality_thirds, True),
+    "universality-senses": (_universality_senses, True),
     "universality-checks": (_universality_checks, False),
     "universality-readme": (_universality_readme, False),
     "interval-coverage": (_coverage_table, True),

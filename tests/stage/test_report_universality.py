@@ -40,6 +40,7 @@ def study_inputs(tmp_path, inputs, study) -> dict:  # noqa: F811
     figures.draw("convergence", {"table": study["convergence"], "claims": study["claims"]}, convergence,
                  measures=MEASURES, confidence=0.95)
     return {**inputs, "universality": [files["universality"]], "universality_statement": [files["statement"]],
+            "universality_senses": [files["senses"]],
             "universality_convergence": [files["convergence"], files["claims"]],
             "universality_figure": [str(matrix)], "convergence_figure": [str(convergence)]}
 
@@ -60,14 +61,14 @@ def _text(fragment: str) -> str:
 def test_the_page_shows_the_statement_the_verdicts_colours_and_the_figures(tmp_path, study_inputs, study):
     page = _report(tmp_path, study_inputs)["universality"]
     assert "<h1>What is universal?" in page
-    assert _h2(page) == ["The statement", "Factor × depth, per measure", "Over training time"]
+    assert _h2(page) == ["The statement", "In which sense?", "Factor × depth, per measure", "Over training time"]
     text = _text(page)
     sentences = list(study["statement"]["text"])
     assert len(sentences) >= 6 and all(" ".join(s.split()) in text for s in sentences)
     statement = page.split("<h2 id='statement'>")[1].split("<h2")[0]
     assert statement.count("<li>") == len(sentences)
     # how to read: u's definition, the floor, the margin, what the intervals leave out
-    for name in ("universality", "universality_matrix", "convergence"):
+    for name in ("universality", "universality_senses", "universality_matrix", "convergence"):
         for paragraph in paragraphs(name):
             assert f"<p class='caption'>{html.escape(paragraph, quote=False)}</p>".replace("&#x27;", "'") in \
                 page.replace("&#39;", "'"), name
@@ -112,6 +113,36 @@ def test_the_thirds_table_holds_u_its_interval_and_verdict_per_level_and_measure
     # each cell coloured by its verdict
     cells = re.findall(r"<td class='u' style='background: (#[0-9A-F]{6})'>[^<]*<div class='sub'>([^<]+)</div>", thirds)
     assert len(cells) == len(rows) * 3 and all(UNIVERSALITY_VERDICTS[v] == c for c, v in cells)
+
+
+def test_the_sense_matrix_shows_each_sense_per_level_and_third_and_says_why_a_cell_is_empty(tmp_path, study_inputs,
+                                                                                             study):
+    page = _report(tmp_path, study_inputs)["universality"]
+    section = page.split("<h2 id='senses'>")[1].split("<h2")[0]
+    header, *rows = _first_table(section)
+    assert header == ["factor: level", "sense", "lower third: u [95% interval]", "middle third: u [95% interval]",
+                      "upper third: u [95% interval]"]
+    senses = study["senses"]
+    levels = senses.drop_duplicates(["factor", "level"])
+    assert len(rows) == len(levels) * senses["sense"].nunique()
+    assert " ".join(rows[0][0].replace(" :", ":").split()).startswith("seeds: seed siblings against identical copies")
+    # every cell on its verdict's colour; an empty one names why (SVCCA and linear CKA are the grounded geometry
+    # measures; Procrustes failed its grounding test; no measure of the units sense is in this study)
+    cells = re.findall(r"<td class='u' style='background: (#[0-9A-F]{6})'>([^<]*)<div class='sub'>([^<]+)</div>",
+                       section)
+    assert len(cells) == len(rows) * 3
+    shown = senses.set_index(["factor", "level", "sense", "depth"]).sort_index()
+    wide = shown.loc[("width", "n_embd 24", "geometry")]
+    for colour, value, verdict in cells:
+        assert verdict in UNIVERSALITY_VERDICTS and UNIVERSALITY_VERDICTS[verdict] == colour or \
+            (value == "–" and verdict in ("no measure of this sense in the study",
+                                          "no stitching into the reference in this study",
+                                          "no grounded measure qualifies"))
+    assert wide.loc["middle third", "measures"] == "linear_cka, svcca"
+    middle = wide.loc["middle third"]
+    assert f"{_with_interval(middle['u'], middle['ci_low'], middle['ci_high'])} (rows only)" in _text(section)
+    assert "geometry</b>: the same geometry, up to a rotation (linear CKA, SVCCA)" in section
+    assert "units</b>: the same units, up to their order (none in this study)" in section
 
 
 def test_the_claims_table_over_training(tmp_path, study_inputs, study):

@@ -62,7 +62,7 @@ def synthetic():
 
 def test_a_rotated_copy_with_a_seeds_own_noise_keeps_u_near_one_and_fresh_noise_near_zero(synthetic):
     pairs, replicates, study, _, _ = synthetic
-    table, _, _ = universality_tables(pairs, replicates, study, metas={})
+    table, *_ = universality_tables(pairs, replicates, study, metas={})
     thirds = table[table["depth"].str.endswith("third")]
     rotated = thirds[thirds["level"] == "rotated"]
     noise = thirds[thirds["level"] == "noise"]
@@ -81,7 +81,7 @@ def test_a_rotated_copy_with_a_seeds_own_noise_keeps_u_near_one_and_fresh_noise_
 
 def test_the_seed_placebo_is_one_and_its_seeds_and_rows_interval_contains_it(synthetic):
     pairs, replicates, study, _, _ = synthetic
-    table, _, _ = universality_tables(pairs, replicates, study, metas={})
+    table, *_ = universality_tables(pairs, replicates, study, metas={})
     placebo = table[table["factor"] == PLACEBO[0]]
     assert len(placebo) == len(depth_groups(LAYERS)) * 2 and (placebo["n_variant_pairs"] == 6).all()
     assert np.allclose(placebo["u"], 1, atol=1e-12)  # its variant term is the seed term: the same couples
@@ -116,7 +116,7 @@ def test_seeds_that_differ_far_more_than_the_references_leave_a_rows_only_verdic
     study = Study(reference=["ref-s0", "ref-s1", "ref-s2"], floor=["floor-s9", "floor-s10"],
                   factors={"width": {"spread": ["spread-s3", "spread-s4", "spread-s5"]}}, margin=0.1,
                   confidence=0.95, specs=specs, measures={"linear_cka": "cka"})
-    table, _, _ = universality_tables(pairs, replicates, study, metas={})
+    table, *_ = universality_tables(pairs, replicates, study, metas={})
     middle = table[(table["level"] == "spread") & (table["depth"] == "middle third")].iloc[0]
     assert verdict(middle["rows_ci_low"], middle["rows_ci_high"], 0.1) == "as similar as seeds", middle
     assert middle["interval_basis"] == "seeds and rows" and middle["verdict"] == "inconclusive", middle

@@ -107,17 +107,17 @@ def study_tables() -> dict[str, pd.DataFrame]:
     cross_entropy.update({f"ref-s{s}@25": 5.9 + 0.02 * s for s in range(3)})
     cross_entropy.update({f"ref-s{s}@100": 4.7 + 0.02 * s for s in range(3)})
     metas = {name: {"validation_cross_entropy": value, "unigram_cross_entropy": 6.5} for name, value in cross_entropy.items()}
-    universality, convergence, claims = universality_tables(table, replicates, study, metas,
-                                                            grounding=pd.DataFrame(GROUNDING))
-    return {"universality": universality, "convergence": convergence, "claims": claims,
-            "statement": statement(universality, claims, study)}
+    tables = universality_tables(table, replicates, study, metas, grounding=pd.DataFrame(GROUNDING))
+    return {"universality": tables.universality, "senses": tables.senses, "convergence": tables.convergence,
+            "claims": tables.claims, "statement": statement(tables.universality, tables.claims, study, tables.senses)}
 
 
 def write_study(folder: Path, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """The four tables as Parquet files under `folder` (the stage's file names); name -> path."""
     tables = tables if tables is not None else study_tables()
     folder.mkdir(parents=True, exist_ok=True)
-    files = {"universality": "universality.parquet", "convergence": "universality_convergence.parquet",
+    files = {"universality": "universality.parquet", "senses": "universality_senses.parquet",
+             "convergence": "universality_convergence.parquet",
              "claims": "universality_claims.parquet", "statement": "universality_statement.parquet"}
     written = {}
     for name, file in files.items():

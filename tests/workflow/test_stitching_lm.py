@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
+from reprsim.senses import SENSES
 from reprsim.stages.universality.shares import VERDICTS
 
 pytestmark = pytest.mark.workflow
@@ -97,3 +98,11 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     assert sentence.startswith("Changing training time to step 30 (gpt-gelu-s0@30, gpt-gelu-s1@30) keeps")
     for page in ("index.html", "universality.html"):
         assert "What is universal?" in (run / "results" / "report" / page).read_text()
+    # per sense: linear CKA answers in the geometric one; every other sense's row says why it is empty
+    senses = pd.read_parquet(run / "results" / "tables" / "universality_senses.parquet")
+    assert set(senses["sense"]) == set(SENSES) and set(senses["factor"]) == {"seeds", "training_time"}
+    measured = senses[senses["verdict"] != "not measured"]
+    assert set(measured["sense"]) == {"geometry"} and (measured["measures"] == "linear_cka").all()
+    assert len(measured[measured["factor"] == "seeds"]) == 3  # the seed siblings against identical copies
+    assert senses.loc[senses["verdict"] == "not measured", "left_out"].str.len().gt(0).all()
+    assert "<h2 id='senses'>In which sense?</h2>" in (run / "results" / "report" / "universality.html").read_text()

@@ -94,8 +94,10 @@ MEASURE_TESTS_PART = "results/grounding/measures/{label}.parquet"
 MEASURE_TESTS = "results/tables/measure_tests.parquet"
 
 # what is universal (stage universality): each factor level's share of seed-level similarity per measure and depth,
-# cross-seed similarity over training time and its claims, and the statement written out from them
+# and per sense of similarity and third; cross-seed similarity over training time and its claims, and the statement
+# written out from them
 UNIVERSALITY = "results/tables/universality.parquet"
+UNIVERSALITY_SENSES = "results/tables/universality_senses.parquet"
 UNIVERSALITY_CONVERGENCE = "results/tables/universality_convergence.parquet"
 UNIVERSALITY_CLAIMS = "results/tables/universality_claims.parquet"
 UNIVERSALITY_STATEMENT = "results/tables/universality_statement.parquet"
@@ -152,8 +154,8 @@ MADE_BY = {
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
     REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report", REPORT_UNIVERSALITY: "report",
-    UNIVERSALITY: "universality", UNIVERSALITY_CONVERGENCE: "universality", UNIVERSALITY_CLAIMS: "universality",
-    UNIVERSALITY_STATEMENT: "universality",
+    UNIVERSALITY: "universality", UNIVERSALITY_SENSES: "universality", UNIVERSALITY_CONVERGENCE: "universality",
+    UNIVERSALITY_CLAIMS: "universality", UNIVERSALITY_STATEMENT: "universality",
     UNIVERSALITY_FIGURE: "universality_figure", CONVERGENCE_FIGURE: "convergence_figure",
     PREDICTIONS: "model_predictions", DELETION_PROBES: "deletion_probes", MEASURE_TESTS_PART: "measure_tests", MEASURE_TESTS: "measure_tests_table",
 }

@@ -96,6 +96,7 @@ class ReportInputs:
     grounding_tests: tuple[str, ...] = ()  # the tests grounding.tests asked for
     universality: Paths = ()  # results/tables/universality.parquet: each factor level's share u per measure and depth
     universality_statement: Paths = ()  # the study's sentences
+    universality_senses: Paths = ()  # the same per sense of similarity (factor level × sense × third)
     universality_convergence: Paths = ()  # cross-seed similarity over training and its claims (two tables)
     universality_figure: Paths = ()  # the factor × depth matrix of verdicts per measure
     convergence_figure: Paths = ()  # cross-seed similarity against the training step
@@ -1249,6 +1250,48 @@ def universality_section(inputs: ReportInputs) -> dict | None:
     return section
 
 
+def senses_section(inputs: ReportInputs) -> dict | None:
+    """Factor level × sense of similarity: in each third, u pooled over the sense's grounded measures with its
+    interval, on its verdict's colour; each sense's precise question, its measures, and why a cell is empty."""
+    if not inputs.universality_senses:
+        return None
+    table = read_tables(inputs.universality_senses)
+    thirds = table[table["depth"].isin(THIRDS)] if len(table) else table
+    if thirds.empty:
+        return None
+    depths = [d for d in THIRDS if d in set(thirds["depth"])]
+    senses = list(dict.fromkeys(thirds["sense"]))
+    questions = thirds.drop_duplicates("sense").set_index("sense")["question"]
+    used = {sense: sorted({m for value in rows["measures"] for m in str(value).split(", ") if m})
+            for sense, rows in thirds.groupby("sense", sort=False)}
+    cells = thirds.set_index(["factor", "level", "sense", "depth"])
+    levels = []
+    for (factor, level), rows in thirds.groupby(["factor", "level"], sort=False):
+        shown = []
+        for sense in senses:
+            row_cells = []
+            for depth in depths:
+                cell = cells.loc[(factor, level, sense, depth)]
+                verdict = str(cell["verdict"])
+                measured = verdict != "not measured"
+                rows_only = " (rows only)" if cell["interval_basis"] == "rows only" else ""
+                row_cells.append({"value": (_with_interval(cell["u"], cell["ci_low"], cell["ci_high"]) + rows_only
+                                            if _number(cell["u"]) != "–" else "undefined") if measured else "–",
+                                  "verdict": verdict if measured else str(cell["left_out"]).split("; ")[0],
+                                  "colour": UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")})
+            shown.append({"sense": sense, "cells": row_cells})
+        levels.append({"factor": FACTOR_NAMES.get(factor, factor), "level": level,
+                       "models": str(rows["models"].iloc[0]), "senses": shown})
+    first = thirds.iloc[0]
+    return {"caption": paragraphs("universality_senses"), "depths": depths, "levels": levels,
+            "confidence": f"{inputs.confidence:.0%}", "margin": _number(first["margin"]),
+            "where": (f"{first['dataset']}, {representation_text(first['representation'])}, "
+                      f"n = {int(first['n']):,} rows"),
+            "senses": [{"sense": sense, "question": str(questions[sense]),
+                        "measures": ", ".join(_measure_name(m) for m in used.get(sense, [])) or "none in this study"}
+                       for sense in senses]}
+
+
 def convergence_section(inputs: ReportInputs) -> dict | None:
     """Cross-seed similarity over training (figure) and its claims per measure and third: last − first, Spearman ρ
     with the step and with the validation loss falling, each with its interval and verdict."""
@@ -1309,9 +1352,10 @@ PAGES: dict[str, Page] = {
                   (header, contents, findings, by_measure, model_summary, model_distance, provenance), ()),  # always written
     "universality": Page("What is universal?", "the universality study: how much of the similarity seed siblings "
                                                "share survives a change of one factor (width, depth, data, "
-                                               "objective, training time), per depth third and measure, with "
+                                               "objective, training time), per sense of similarity, depth third "
+                                               "and measure, with "
                                                "intervals and verdicts; cross-seed similarity over training",
-                         (universality_statement, universality_section, convergence_section),
+                         (universality_statement, senses_section, universality_section, convergence_section),
                          ("universality", "universality_statement", "universality_figure")),
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "

@@ -247,6 +247,43 @@ def share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.nd
     return row
 
 
+@dataclass(frozen=True)
+class Terms:
+    """One measure's three terms for one level, as :func:`share` reads them: (values (L+1,), row replicates
+    (R, L+1)) of the variant, the seed siblings and the floor, and the level's seed draws (per resampled group:
+    the three terms' (B, L+1) values, the group's size, whether it is the level)."""
+
+    variant: tuple[np.ndarray, np.ndarray]
+    seeds: tuple[np.ndarray, np.ndarray]
+    floor: tuple[np.ndarray, np.ndarray]
+    seed_draws: Sequence
+
+
+def pooled(measures: Sequence[Terms], layers: np.ndarray) -> Terms:
+    """Several measures' terms as one, whose u over `layers` is the mean of theirs: each measure's terms are divided
+    by its seed siblings' lead over the floor there (s̄ − f̄, a constant: the point estimate's) and by the number of
+    measures, then summed, so that the sum's denominator is 1 and its numerator the mean u. Replicate r rests on the
+    same rows in every measure and seed draw b on the same models, so the sum's replicates carry the measures'
+    covariance, and :func:`share` gives the pooled u Fieller's interval as it gives one measure's. Replicates
+    beyond the fewest any measure has are dropped (a measure's first R replicates are the same half-samples at any
+    R: reprsim.resampling.half_samples)."""
+    if not measures:
+        raise ValueError("pooling needs at least one measure")
+    resamples = min(terms.variant[1].shape[0] for terms in measures)
+    weights = [1.0 / (len(measures) * (np.mean(t.seeds[0][layers]) - np.mean(t.floor[0][layers])))
+               for t in measures]
+
+    def total(part: str) -> tuple[np.ndarray, np.ndarray]:
+        return (sum(w * getattr(t, part)[0] for w, t in zip(weights, measures)),
+                sum(w * getattr(t, part)[1][:resamples] for w, t in zip(weights, measures)))
+
+    groups = []
+    for g, (_, size, is_level) in enumerate(measures[0].seed_draws):
+        draws = tuple(sum(w * t.seed_draws[g][0][i] for w, t in zip(weights, measures)) for i in range(3))
+        groups.append((draws, size, is_level))
+    return Terms(total("variant"), total("seeds"), total("floor"), groups)
+
+
 def null_share(variant: tuple[np.ndarray, np.ndarray], seeds: tuple[np.ndarray, np.ndarray],
                variant_null: np.ndarray, seeds_null: np.ndarray, layers: np.ndarray, n: int, m: int,
                confidence: float) -> dict:

@@ -1,11 +1,13 @@
 """The universality study's tables: for each factor level, measure and depth the share u of seed-level
-similarity that survives (reprsim.stages.universality.shares), beside each level's quality; the convergence of
-cross-seed similarity over training time (Huh et al. 2024); and the statement written out from them."""
+similarity that survives (reprsim.stages.universality.shares), beside each level's quality; the same per sense of
+similarity (reprsim.senses: the grounded measures of one sense pooled), with a row for how near to identical the
+seed siblings come; the convergence of cross-seed similarity over training time (Huh et al. 2024); and the
+statement written out from them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,7 +18,9 @@ from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
-from reprsim.stages.universality.shares import SEED_DRAWS, depth_groups, null_share, pair_arrays, share, term
+from reprsim.senses import SENSES, sense_of
+from reprsim.stages.universality.shares import (SEED_DRAWS, Terms, depth_groups, null_share, pair_arrays, pooled,
+                                                share, term)
 
 COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", "family", "depth", "layer",
            "relative_depth", "u", "ci_low", "ci_high", "interval_basis", "verdict", "margin", "rows_ci_low",
@@ -29,11 +33,17 @@ COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", 
            "reference_quality_high", "quality_note", "n", "m", "n_resamples"]
 CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "layer", "level", "step",
                        "similarity", "ci_low", "ci_high", "validation_cross_entropy", "n_seed_pairs", "n", "m"]
+SENSE_COLUMNS = ["dataset", "representation", "factor", "level", "models", "sense", "question", "depth", "u", "ci_low",
+                 "ci_high", "interval_basis", "verdict", "margin", "measures", "n_measures", "left_out", "n", "m"]
 CLAIM_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "statistic", "estimate", "ci_low",
                  "ci_high", "verdict", "first_step", "last_step", "n_checkpoints", "headline", "n", "m"]
 FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "objective": "objective",
                 "training_time": "training time", "placebo": "nothing (the seed placebo)"}
 PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
+# (factor, level) of the sense table's row of the seed siblings against identical copies: u = (S_seeds − S_floor) /
+# (S_identical − S_floor), how near to identical two seeds of the reference recipe come in each sense
+SEEDS_ROW = ("seeds", "seed siblings against identical copies")
+FUNCTION_UNMEASURED = "no stitching into the reference in this study"
 
 
 @dataclass(frozen=True)
@@ -49,9 +59,13 @@ class Study:
     measures: Mapping[str, str]  # label -> registry name, in the configuration's order
     seed_draws: int = SEED_DRAWS
     seed: int = 0
+    params: Mapping[str, Mapping] | None = None  # label -> the measure's params (its sense may depend on them)
 
     def family(self, label: str) -> str:
         return MEASURES[self.measures[label]].family
+
+    def sense(self, label: str) -> str | None:
+        return sense_of(self.measures[label], (self.params or {}).get(label))
 
 
 def quality(meta: Mapping) -> tuple[str, float]:
@@ -81,10 +95,17 @@ def _quality_note(factor: str, metric: str, value: float, low: float, high: floa
             f"{low:.3f}–{high:.3f}): u mixes the factor with the change in fit")
 
 
+class StudyTables(NamedTuple):
+    universality: pd.DataFrame  # factor level × measure × depth
+    senses: pd.DataFrame  # factor level × sense × third, and the seed siblings against identical copies
+    convergence: pd.DataFrame  # cross-seed similarity at each checkpoint
+    claims: pd.DataFrame  # that it rises, with intervals
+
+
 def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: Study, metas: Mapping[str, Mapping],
-                        grounding: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(universality, convergence curve, convergence claims) from the pair tables and replicates of one dataset
-    and representation."""
+                        grounding: pd.DataFrame | None = None) -> StudyTables:
+    """The study's tables (:class:`StudyTables`) from the pair tables and replicates of one dataset and
+    representation."""
     if pairs.empty:
         raise ValueError("the universality study has no pair table to read")
     (dataset, representation), = pairs[["dataset", "representation"]].drop_duplicates().itertuples(index=False)
@@ -118,12 +139,16 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
                 "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high)}))
     rows, curve, claims = [], [], []
     groups = depth_groups(reference_depth)
+    kept: dict[str, dict[tuple[str, str], Terms]] = {}  # label -> (factor, level) -> its terms, for the senses
+    # the reference's and the floor's seed draws (the same for every level): the seed row's
+    reference_draws = [entry for entry in levels[0][4] if entry[0] != "level"] if levels else []
     for label in study.measures:
         if label not in set(series["measure"]):
             continue
         arrays, nulls = pair_arrays(series, replicate_series, label, null_series)
         seeds = term(arrays, seed_couples, depths, reference_depth)
         floor = term(arrays, floor_couples, depths, reference_depth)
+        kept[label] = {SEEDS_ROW: _against_identity(study, label, seeds, floor, reference_draws)}
         seeds_null = term(nulls, seed_couples, depths, reference_depth).mean()[0] if nulls else None
         common = {"dataset": dataset, "representation": representation, "measure": label,
                   "family": study.family(label), "grounding_failed": ", ".join(failed.get(label, [])),
@@ -136,6 +161,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
             under_draws = [((variant.drawn(first, second, study.seed_draws),
                              seeds.drawn(both, both, study.seed_draws), floor.drawn(both, both, study.seed_draws)),
                             size, group == "level") for group, first, second, both, size in counts]
+            kept[label][(factor, level)] = Terms(variant.mean(), seeds.mean(), floor.mean(), under_draws)
             for depth, layers in groups.items():
                 row = share(variant.mean(), seeds.mean(), floor.mean(), layers, arrays.n, arrays.m,
                             study.confidence, study.margin, under_draws)
@@ -155,9 +181,70 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
             curve += [{**common, **point} for point in points]
             claims += [{**common, **claim} for claim in found]
     table = pd.DataFrame(rows, columns=COLUMNS)
+    senses = _sense_table(table, kept, study, levels, groups, dataset, representation)
     curve_table = pd.DataFrame(curve, columns=CONVERGENCE_COLUMNS)
     claim_table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
-    return table, curve_table, claim_table
+    return StudyTables(table, senses, curve_table, claim_table)
+
+
+def _against_identity(study: Study, label: str, seeds, floor, reference_draws) -> Terms:
+    """The seed siblings as a level against identical copies: variant = the seeds' term, the "seeds" term = the
+    measure's value on identical inputs (similarity-oriented: a distance's 0), so that u = (S_seeds − S_floor) /
+    (S_identical − S_floor); the reference's and the floor's models resampled (the reference's draws as the
+    level's)."""
+    spec = MEASURES[study.measures[label]]
+    identical = spec.identical if spec.kind == "similarity" else -spec.identical
+    value, draws = seeds.mean()
+    same = (np.full_like(value, identical), np.full_like(draws, identical))
+    under_draws = []
+    for group, _, _, both, size in reference_draws:
+        drawn = seeds.drawn(both, both, study.seed_draws)
+        under_draws.append(((drawn, np.full_like(drawn, identical), floor.drawn(both, both, study.seed_draws)), size,
+                            group == "reference"))
+    return Terms((value, draws), same, floor.mean(), under_draws)
+
+
+def _sense_table(table: pd.DataFrame, kept: Mapping[str, Mapping[tuple[str, str], Terms]], study: Study, levels,
+                 groups: Mapping[str, np.ndarray], dataset: str, representation: str) -> pd.DataFrame:
+    """Factor level × sense × third: u pooled over the sense's grounded measures whose seed siblings lie clearly
+    above the floor in that third (:func:`reprsim.stages.universality.shares.pooled`), with its interval and verdict;
+    a sense without such a measure says why. The first row block is the seed siblings against identical copies."""
+    labels = list(kept)
+    n, m = (int(table["n"].iloc[0]), int(table["m"].iloc[0])) if len(table) else (0, 0)
+    sense_of_label = {label: study.sense(label) for label in labels}
+    grounded = set(table.loc[table["headline"], "measure"])
+    above = {(r.measure, r.factor, r.level, r.depth): bool(r.seeds_above_floor) for r in table.itertuples()}
+    named = [(*SEEDS_ROW, ", ".join(study.reference))] + [(f, l, ", ".join(models)) for f, l, models, *_ in levels]
+    rows = []
+    for factor, level, models in named:
+        for sense, question in SENSES.items():
+            mine = [label for label in labels if sense_of_label[label] == sense]
+            for depth, layers in groups.items():
+                if not depth.endswith("third"):
+                    continue
+                base = {"dataset": dataset, "representation": representation, "factor": factor, "level": level,
+                        "models": models, "sense": sense, "question": question, "depth": depth,
+                        "margin": study.margin, "n": n, "m": m}
+                # against identical copies every grounded measure counts (S_identical is the measure's maximum)
+                use = [label for label in mine if label in grounded
+                       and ((factor, level) == SEEDS_ROW or above.get((label, factor, level, depth)))]
+                left = [f"{label} (failed grounding)" for label in mine if label not in grounded]
+                left += [f"{label} (seeds not clearly above the floor)" for label in mine
+                         if label in grounded and label not in use]
+                if not use:
+                    why = (FUNCTION_UNMEASURED if sense == "function" else
+                           "no measure of this sense in the study" if not mine else "no grounded measure qualifies")
+                    rows.append({**base, "u": np.nan, "ci_low": np.nan, "ci_high": np.nan, "interval_basis": "",
+                                 "verdict": "not measured", "measures": "", "n_measures": 0,
+                                 "left_out": "; ".join([why, *left])})
+                    continue
+                terms = pooled([kept[label][(factor, level)] for label in use], layers)
+                row = share(terms.variant, terms.seeds, terms.floor, layers, n, m, study.confidence, study.margin,
+                            terms.seed_draws)
+                rows.append({**base, **{key: row[key] for key in ("u", "ci_low", "ci_high", "interval_basis",
+                                                                  "verdict")},
+                             "measures": ", ".join(use), "n_measures": len(use), "left_out": "; ".join(left)})
+    return pd.DataFrame(rows, columns=SENSE_COLUMNS)
 
 
 def _seed_draws(study: Study):
@@ -254,10 +341,42 @@ def _format(value: float, low: float, high: float) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]" if np.isfinite(value) else "undefined"
 
 
-def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study) -> pd.DataFrame:
+# the seed row's verdicts in words: its u = 1 is an identical copy, not another seed
+AGAINST_IDENTITY = {"as similar as seeds": "identical within the margin", "less similar": "short of identical",
+                    "more similar than seeds": "beyond identical"}
+
+
+def _thirds_said(rows: pd.DataFrame, words: Mapping[str, str] | None = None) -> str:
+    """A sense's verdicts over the thirds in words ("as similar as seeds in every third", or third by third), with
+    the middle third's u and interval; `words` renames verdicts."""
+    verdicts = [(words or {}).get(v, v) for v in rows["verdict"]]
+    said = (f"{verdicts[0]} in every third" if len(set(verdicts)) == 1 else
+            ", ".join(f"{v} in the {d.replace(' third', '')}" for d, v in zip(rows["depth"], verdicts)))
+    middle = rows[rows["depth"] == "middle third"]
+    if len(middle):
+        r = middle.iloc[0]
+        said += f" (middle: u = {_format(r.u, r.ci_low, r.ci_high)})"
+    return said
+
+
+def sense_sentence(senses: pd.DataFrame, factor: str, level: str) -> str:
+    """A level's answer per sense of similarity, each sense's precise question with its verdicts over the thirds
+    (the senses without a measure are left to the table); "" without a measured sense."""
+    mine = senses[(senses["factor"] == factor) & (senses["level"] == level) & (senses["verdict"] != "not measured")
+                  & senses["depth"].str.endswith("third")]
+    words = AGAINST_IDENTITY if (factor, level) == SEEDS_ROW else None
+    parts = [f"{SENSES[sense]} ({sense}): {_thirds_said(rows, words)}"
+             for sense, rows in mine.groupby("sense", sort=False)]
+    return f"In which sense: {'; '.join(parts)}." if parts else ""
+
+
+def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
+              senses: pd.DataFrame | None = None) -> pd.DataFrame:
     """The study written out, one quotable sentence per factor level and one for convergence: u with its
-    interval in each third under the lead measure (the first grounded one in the configuration's order), and in
-    how many grounded measures each verdict holds; measures that failed a grounding test are named and left out."""
+    interval in each third under the lead measure (the first grounded one in the configuration's order), in
+    how many grounded measures each verdict holds, and (given the sense table) the verdicts per sense of
+    similarity; how near to identical the seed siblings come in each sense; measures that failed a grounding test
+    are named and left out."""
     sentences = []
     headline = [label for label in study.measures if label in set(table.loc[table["headline"], "measure"])]
     lead = headline[0] if headline else None
@@ -272,6 +391,11 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study) -> pd.Dat
         text += (f", wider than the margin δ = {margin:g}: no level can be \"as similar as seeds\" within ±{margin:g}"
                  if half > margin else f", within the margin δ = {margin:g}") + "."
         sentences.append({"topic": PLACEBO[0], "level": PLACEBO[1], "text": text})
+    seeds = sense_sentence(senses, *SEEDS_ROW) if senses is not None and len(senses) else ""
+    if seeds:
+        sentences.append({"topic": SEEDS_ROW[0], "level": SEEDS_ROW[1], "text": (
+            f"Seed siblings of the reference recipe against identical copies (u = 1: identical, 0: the floor). "
+            f"{seeds}")})
     for (factor, level), rows in table[table["factor"] != PLACEBO[0]].groupby(["factor", "level"], sort=False):
         thirds = rows[rows["depth"].str.endswith("third") & rows["headline"]]
         if lead is None or thirds.empty:
@@ -297,6 +421,9 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study) -> pd.Dat
             verdicts.append(f"{depth.replace(' third', '')}: "
                             + ", ".join(f"{verdict} ({count})" for verdict, count in counts.items()))
         text += f" Under the {thirds['measure'].nunique()} grounded measures, {'; '.join(verdicts)}."
+        if senses is not None and len(senses):
+            by_sense = sense_sentence(senses, factor, level)
+            text += f" {by_sense}" if by_sense else ""
         note = rows["quality_note"].iloc[0]
         if note.startswith(("better", "worse")):
             text += f" Its fit ({rows['quality_metric'].iloc[0]}) is {note}."

@@ -1,0 +1,57 @@
+"""Senses of "the same representation": each a class of transformations under which two representations count as
+the same (Williams et al. 2021: the invariance group defines the metric; Klabunde et al. 2023 sort the field's
+measures by it; Li et al. 2015 ask it of units and of subspaces). A measure answers in the sense that its declared
+invariances (reprsim.measure_registry, property-tested there) put it in; the functional sense is the stitching
+stage's, where one model's layer stands in for another's.
+
+From the declarations, strictest group first: a measure invariant to invertible linear maps answers in the linear
+sense; else, invariant to rotations, in the geometric one; else, invariant only to a permutation of units, in the
+units sense. Two families answer a question of their own whatever their invariances: the neighbourhood measures
+read only which inputs lie near which, and an RSA whose outer comparison is a rank correlation reads only the order
+of the distances. The statistics family compares each point cloud's summary without the row correspondence: it
+answers in no sense of "the same representation".
+
+Torch-free: the configuration check, the docs and the study read it without loading the measures.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from reprsim.measure_registry import MEASURES
+
+# name -> the precise question "the same" answers in that sense, strictest first
+SENSES = {
+    "units": "the same units, up to their order",
+    "geometry": "the same geometry, up to a rotation",
+    "ranks": "the same order of distances between inputs",
+    "neighbourhoods": "the same nearest neighbours",
+    "linear": "the same linearly decodable information, up to any invertible linear map",
+    "function": "interchangeable: one model's layer stands in for the other's through a learned affine map",
+}
+RANK_OUTERS = ("spearman", "kendall")
+
+
+def sense_of(measure: str, params: Mapping | None = None) -> str | None:
+    """The sense in which a registered measure, at these params, says two representations are the same; None for
+    a measure that compares each representation's summary statistics (no row correspondence)."""
+    if measure not in MEASURES:
+        raise KeyError(f"unknown measure {measure!r}; registered: {', '.join(MEASURES)}")
+    spec = MEASURES[measure]
+    merged = {**spec.params, **(params or {})}
+    if not spec.correspondence:
+        return None
+    if spec.family == "neighbourhood":
+        return "neighbourhoods"
+    if spec.family == "RSM" and merged.get("outer") in RANK_OUTERS:
+        return "ranks"
+    declared = spec.declared(merged)
+    for invariance, sense in (("IL", "linear"), ("OT", "geometry"), ("PU", "units")):
+        if invariance in declared:
+            return sense
+    return None
+
+
+def senses_of(measures: Mapping[str, Mapping]) -> dict[str, str | None]:
+    """label -> sense for a configuration's `measures` section (label -> {measure, params, ...})."""
+    return {label: sense_of(spec["measure"], spec.get("params")) for label, spec in measures.items()}
