@@ -30,6 +30,12 @@ SENSES = {
     "function": "interchangeable: one model's layer stands in for the other's through a learned affine map",
 }
 RANK_OUTERS = ("spearman", "kendall")
+# (factor, level) of a universality study's row of the seed siblings against identical copies: u = (S_seeds −
+# S_floor) / (S_identical − S_floor), how near to identical two seeds of one recipe come in each sense; its verdicts
+# in words, its u = 1 being an identical copy, not another seed
+SEEDS_ROW = ("seeds", "seed siblings against identical copies")
+AGAINST_IDENTITY = {"as similar as seeds": "identical within the margin", "less similar": "short of identical",
+                    "more similar than seeds": "beyond identical"}
 
 
 def sense_of(measure: str, params: Mapping | None = None) -> str | None:

@@ -17,6 +17,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from test_report import FILES, PNG, _first_table, _h2, inputs  # noqa: E402, F401  (inputs: the fixture)
 from universality_study import study_tables, write_study  # noqa: E402
 
+from reprsim.senses import AGAINST_IDENTITY  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report, paragraphs  # noqa: E402
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICTS  # noqa: E402
@@ -61,7 +62,7 @@ def _text(fragment: str) -> str:
 def test_the_page_shows_the_statement_the_verdicts_colours_and_the_figures(tmp_path, study_inputs, study):
     page = _report(tmp_path, study_inputs)["universality"]
     assert "<h1>What is universal?" in page
-    assert _h2(page) == ["The statement", "In which sense?", "Factor × depth, per measure", "Over training time"]
+    assert _h2(page) == ["In which sense?", "The statement", "Factor × depth, per measure", "Over training time"]
     text = _text(page)
     sentences = list(study["statement"]["text"])
     assert len(sentences) >= 6 and all(" ".join(s.split()) in text for s in sentences)
@@ -124,25 +125,27 @@ def test_the_sense_matrix_shows_each_sense_per_level_and_third_and_says_why_a_ce
                       "upper third: u [95% interval]"]
     senses = study["senses"]
     levels = senses.drop_duplicates(["factor", "level"])
-    assert len(rows) == len(levels) * senses["sense"].nunique()
+    # only the senses some cell measures get rows: here the geometric one (linear CKA and SVCCA, grounded;
+    # Procrustes failed its grounding test); the others are listed with why
+    assert len(rows) == len(levels) and {row[1] for row in rows} == {"geometry"}
     assert " ".join(rows[0][0].replace(" :", ":").split()).startswith("seeds: seed siblings against identical copies")
-    # every cell on its verdict's colour; an empty one names why (SVCCA and linear CKA are the grounded geometry
-    # measures; Procrustes failed its grounding test; no measure of the units sense is in this study)
+    assert "geometry</b>: the same geometry, up to a rotation (linear CKA, SVCCA)" in section
+    assert ("units</b>: the same units, up to their order: not measured (no measure of this sense in the study)"
+            in section)
+    assert "function</b>: interchangeable" in section and "(no stitching into the reference in this study)" in section
+    # every cell on its verdict's colour, the seed row's verdicts against identical copies in their own words
     cells = re.findall(r"<td class='u' style='background: (#[0-9A-F]{6})'>([^<]*)<div class='sub'>([^<]+)</div>",
                        section)
     assert len(cells) == len(rows) * 3
+    names = {AGAINST_IDENTITY.get(verdict, verdict): verdict for verdict in UNIVERSALITY_VERDICTS}
+    for k, (colour, value, verdict) in enumerate(cells):
+        assert UNIVERSALITY_VERDICTS[names[verdict] if k < 3 else verdict] == colour, (k, verdict)
+    seed_row = senses[(senses["factor"] == "seeds") & (senses["sense"] == "geometry")]
+    assert [cell[2] for cell in cells[:3]] == [AGAINST_IDENTITY.get(v, v) for v in seed_row["verdict"]]
     shown = senses.set_index(["factor", "level", "sense", "depth"]).sort_index()
-    wide = shown.loc[("width", "n_embd 24", "geometry")]
-    for colour, value, verdict in cells:
-        assert verdict in UNIVERSALITY_VERDICTS and UNIVERSALITY_VERDICTS[verdict] == colour or \
-            (value == "–" and verdict in ("no measure of this sense in the study",
-                                          "no stitching into the reference in this study",
-                                          "no grounded measure qualifies"))
-    assert wide.loc["middle third", "measures"] == "linear_cka, svcca"
-    middle = wide.loc["middle third"]
+    middle = shown.loc[("width", "n_embd 24", "geometry", "middle third")]
+    assert middle["measures"] == "linear_cka, svcca"
     assert f"{_with_interval(middle['u'], middle['ci_low'], middle['ci_high'])} (rows only)" in _text(section)
-    assert "geometry</b>: the same geometry, up to a rotation (linear CKA, SVCCA)" in section
-    assert "units</b>: the same units, up to their order (none in this study)" in section
 
 
 def test_the_claims_table_over_training(tmp_path, study_inputs, study):

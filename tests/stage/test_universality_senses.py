@@ -14,10 +14,10 @@ import pytest
 from universality_study import pair_tables
 
 from reprsim.resampling import half_samples
-from reprsim.senses import SENSES
+from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW, SENSES
 from reprsim.stages.universality.shares import THIRDS as THIRD_NAMES
 from reprsim.stages.universality.shares import Terms, pooled, share
-from reprsim.stages.universality.study import AGAINST_IDENTITY, SEEDS_ROW, Study, statement, universality_tables
+from reprsim.stages.universality.study import Study, statement, universality_tables
 
 N, D, LAYERS, RESAMPLES, NOISE = 400, 8, 2, 20, 0.5
 THIRDS = [f"{name} third" for name in THIRD_NAMES]

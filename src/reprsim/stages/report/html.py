@@ -38,6 +38,7 @@ from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import DISPLAY_NAMES, FAMILIES
+from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stages.report.render import render_page
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
@@ -1260,10 +1261,13 @@ def senses_section(inputs: ReportInputs) -> dict | None:
     if thirds.empty:
         return None
     depths = [d for d in THIRDS if d in set(thirds["depth"])]
-    senses = list(dict.fromkeys(thirds["sense"]))
     questions = thirds.drop_duplicates("sense").set_index("sense")["question"]
     used = {sense: sorted({m for value in rows["measures"] for m in str(value).split(", ") if m})
             for sense, rows in thirds.groupby("sense", sort=False)}
+    # a sense no cell measures gets no rows: the list below the caption says why
+    senses = [sense for sense in dict.fromkeys(thirds["sense"]) if used[sense]]
+    unmeasured = {sense: str(rows["left_out"].iloc[0]).split("; ")[0]
+                  for sense, rows in thirds.groupby("sense", sort=False) if not used[sense]}
     cells = thirds.set_index(["factor", "level", "sense", "depth"])
     levels = []
     for (factor, level), rows in thirds.groupby(["factor", "level"], sort=False):
@@ -1275,9 +1279,11 @@ def senses_section(inputs: ReportInputs) -> dict | None:
                 verdict = str(cell["verdict"])
                 measured = verdict != "not measured"
                 rows_only = " (rows only)" if cell["interval_basis"] == "rows only" else ""
+                # the seed row's u = 1 is an identical copy: its verdicts say so
+                said = AGAINST_IDENTITY.get(verdict, verdict) if (factor, level) == SEEDS_ROW else verdict
                 row_cells.append({"value": (_with_interval(cell["u"], cell["ci_low"], cell["ci_high"]) + rows_only
                                             if _number(cell["u"]) != "–" else "undefined") if measured else "–",
-                                  "verdict": verdict if measured else str(cell["left_out"]).split("; ")[0],
+                                  "verdict": said if measured else str(cell["left_out"]).split("; ")[0],
                                   "colour": UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")})
             shown.append({"sense": sense, "cells": row_cells})
         levels.append({"factor": FACTOR_NAMES.get(factor, factor), "level": level,
@@ -1288,8 +1294,9 @@ def senses_section(inputs: ReportInputs) -> dict | None:
             "where": (f"{first['dataset']}, {representation_text(first['representation'])}, "
                       f"n = {int(first['n']):,} rows"),
             "senses": [{"sense": sense, "question": str(questions[sense]),
-                        "measures": ", ".join(_measure_name(m) for m in used.get(sense, [])) or "none in this study"}
-                       for sense in senses]}
+                        "measures": ", ".join(_measure_name(m) for m in used[sense])} for sense in senses],
+            "unmeasured": [{"sense": sense, "question": str(questions[sense]), "why": why}
+                           for sense, why in unmeasured.items()]}
 
 
 def convergence_section(inputs: ReportInputs) -> dict | None:
@@ -1355,7 +1362,7 @@ PAGES: dict[str, Page] = {
                                                "objective, training time), per sense of similarity, depth third "
                                                "and measure, with "
                                                "intervals and verdicts; cross-seed similarity over training",
-                         (universality_statement, senses_section, universality_section, convergence_section),
+                         (senses_section, universality_statement, universality_section, convergence_section),
                          ("universality", "universality_statement", "universality_figure")),
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "

@@ -18,7 +18,7 @@ from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
-from reprsim.senses import SENSES, sense_of
+from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW, SENSES, sense_of
 from reprsim.stages.universality.shares import (SEED_DRAWS, Terms, depth_groups, null_share, pair_arrays, pooled,
                                                 share, term)
 
@@ -40,9 +40,6 @@ CLAIM_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "sta
 FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "objective": "objective",
                 "training_time": "training time", "placebo": "nothing (the seed placebo)"}
 PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
-# (factor, level) of the sense table's row of the seed siblings against identical copies: u = (S_seeds − S_floor) /
-# (S_identical − S_floor), how near to identical two seeds of the reference recipe come in each sense
-SEEDS_ROW = ("seeds", "seed siblings against identical copies")
 FUNCTION_UNMEASURED = "no stitching into the reference in this study"
 
 
@@ -339,11 +336,6 @@ def _convergence(arrays, study: Study, depths, reference_depth, metas, seeds, se
 
 def _format(value: float, low: float, high: float) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]" if np.isfinite(value) else "undefined"
-
-
-# the seed row's verdicts in words: its u = 1 is an identical copy, not another seed
-AGAINST_IDENTITY = {"as similar as seeds": "identical within the margin", "less similar": "short of identical",
-                    "more similar than seeds": "beyond identical"}
 
 
 def _thirds_said(rows: pd.DataFrame, words: Mapping[str, str] | None = None) -> str:
