@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from reprsim.measure_registry import DISPLAY_NAMES
+from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED_DIR = ROOT / "docs" / "recorded-run"
@@ -516,10 +517,11 @@ def _universality_senses(summary: dict) -> str:
             if middle is None or middle["verdict"] == "not measured":
                 texts.append("–")
                 continue
-            text = ("undefined" if middle["u"] is None else
-                    f"{_interval(middle, 'u')}, {_verdict_short(middle['verdict'])}")
+            # the seed row's u = 1 is an identical copy: its verdicts say so
+            said = (lambda v: AGAINST_IDENTITY.get(v, v)) if key == SEEDS_ROW else _verdict_short  # noqa: E731
+            text = "undefined" if middle["u"] is None else f"{_interval(middle, 'u')}, {said(middle['verdict'])}"
             text += " (rows only)" if middle["interval_basis"] == "rows only" else ""
-            others = [f"{depth.replace(' third', '')}: {_verdict_short(cells[depth]['verdict'])}"
+            others = [f"{depth.replace(' third', '')}: {said(cells[depth]['verdict'])}"
                       for depth in THIRDS if depth in cells and depth != "middle third"
                       and cells[depth]["verdict"] != middle["verdict"]]
             texts.append(text + (f"<br>{'; '.join(others)}" if others else ""))
