@@ -500,9 +500,9 @@ def _universality_senses(summary: dict) -> str:
     """Factor level × sense: each measured sense's middle-third u, interval and verdict, and the other thirds'
     verdicts where they differ; the senses the study does not measure, named with why."""
     rows = summary["universality"].get("senses") or []
-    measured = list(dict.fromkeys(r["sense"] for r in rows if r["verdict"] != "not measured"))
     if not rows:
         return "This recording has no sense table (recorded before the study had one)."
+    measured = list(dict.fromkeys(r["sense"] for r in rows if r["verdict"] != "not measured"))
     pooled = {sense: dict.fromkeys(label for r in rows if r["sense"] == sense
                                    for label in str(r["measures"]).split(", ") if label) for sense in measured}
     header = [f"{sense} ({', '.join(_name(label) for label in pooled[sense])})" for sense in measured]
@@ -510,6 +510,8 @@ def _universality_senses(summary: dict) -> str:
              "measures (named in the header); the other thirds' verdicts where they differ.", "",
              "| factor: level | " + " | ".join(header) + " |", "|---|" + "---|" * len(measured)]
     for key in dict.fromkeys((r["factor"], r["level"]) for r in rows):
+        # the seed row's u = 1 is an identical copy: its verdicts say so
+        said = (lambda v: AGAINST_IDENTITY.get(v, v)) if key == SEEDS_ROW else _verdict_short  # noqa: E731
         texts = []
         for sense in measured:
             cells = {r["depth"]: r for r in rows if (r["factor"], r["level"]) == key and r["sense"] == sense}
@@ -517,8 +519,6 @@ def _universality_senses(summary: dict) -> str:
             if middle is None or middle["verdict"] == "not measured":
                 texts.append("–")
                 continue
-            # the seed row's u = 1 is an identical copy: its verdicts say so
-            said = (lambda v: AGAINST_IDENTITY.get(v, v)) if key == SEEDS_ROW else _verdict_short  # noqa: E731
             text = "undefined" if middle["u"] is None else f"{_interval(middle, 'u')}, {said(middle['verdict'])}"
             text += " (rows only)" if middle["interval_basis"] == "rows only" else ""
             others = [f"{depth.replace(' third', '')}: {said(cells[depth]['verdict'])}"

@@ -20,7 +20,8 @@ from typing import Mapping
 
 from reprsim.measure_registry import MEASURES
 
-# name -> the precise question "the same" answers in that sense, strictest first
+# name -> the precise question "the same" answers in that sense: the nested groups' senses from the strictest
+# (units ⊂ geometry ⊂ linear, the linear sense last but for the functional one), the families' own between
 SENSES = {
     "units": "the same units, up to their order",
     "geometry": "the same geometry, up to a rotation",
