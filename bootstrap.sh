@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Set up a local virtual environment (.venv) and run reprsim in it.
+#   ./bootstrap.sh setup                   only set up .venv (what run and test do first)
 #   ./bootstrap.sh run  [snakemake args]   the default experiment -> results/report/index.html
 #   ./bootstrap.sh test                    the fast test tier: tests/unit and tests/stage
 #   ./bootstrap.sh test [pytest args]      pytest with these arguments, e.g. tests/workflow tests/cluster
@@ -42,11 +43,12 @@ export TOKENIZERS_PARALLELISM=false
 command=${1:-}
 shift || true
 case "$command" in
+    setup) ;;
     run)  exec "$venv/bin/snakemake" --cores "${CORES:-all}" "$@" ;;
     test) # no test path among the arguments (e.g. `-k cka`): the fast tier, filtered by them
           named=no
           for arg in "$@"; do [ -e "${arg%%::*}" ] && named=yes; done
           [ "$named" = yes ] || set -- tests/unit tests/stage --durations=15 "$@"
           HF_HUB_OFFLINE=1 exec "$py" -m pytest "$@" ;;
-    *)    echo "usage: ./bootstrap.sh run|test [args...]" >&2; exit 2 ;;
+    *)    echo "usage: ./bootstrap.sh setup|run|test [args...]" >&2; exit 2 ;;
 esac
