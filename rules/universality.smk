@@ -1,6 +1,7 @@
 # Stage universality: what survives a change of one factor (config `universality`): each factor level's share of
 # the similarity the reference's seed siblings share, per measure and depth, with intervals and verdicts, beside
-# each model's quality; cross-seed similarity over training time; the statement (docs/numerics.md §13c).
+# each model's quality; the same per sense of similarity; each artefact control's verdicts beside its twin's;
+# cross-seed similarity over training time; the statement (docs/numerics.md §13c).
 
 STUDY = config.get("universality")
 STUDY_DATASET = (STUDY or {}).get("dataset") or EXTRACT_ON[0]
@@ -28,6 +29,7 @@ rule universality:
     output:
         table=paths.UNIVERSALITY,
         senses=paths.UNIVERSALITY_SENSES,
+        controls=paths.UNIVERSALITY_CONTROLS,
         convergence=paths.UNIVERSALITY_CONVERGENCE,
         claims=paths.UNIVERSALITY_CLAIMS,
         statement=paths.UNIVERSALITY_STATEMENT,
@@ -40,6 +42,9 @@ rule universality:
         models=canonical({m: config["models"][m] for m in study_models()}),
         measures=canonical({label: spec["measure"] for label, spec in config["measures"].items()}),
         params=canonical({label: spec.get("params") or {} for label, spec in config["measures"].items()}),
+        # the measures on conditioned features: artefact controls, each read against its twin
+        conditionings=canonical({label: spec["conditioning"] for label, spec in config["measures"].items()
+                                 if spec.get("conditioning") not in (None, "none")}),
         confidence=config["similarity"]["intervals"]["confidence"],
         seed=config["similarity"]["intervals"]["seed"],
         dataset=STUDY_DATASET,
@@ -54,6 +59,7 @@ rule universality:
 TARGETS["universality"] = [paths.UNIVERSALITY] if STUDY is not None else []
 TARGETS["universality_statement"] = [paths.UNIVERSALITY_STATEMENT] if STUDY is not None else []
 TARGETS["universality_senses"] = [paths.UNIVERSALITY_SENSES] if STUDY is not None else []
+TARGETS["universality_controls"] = [paths.UNIVERSALITY_CONTROLS] if STUDY is not None else []
 TARGETS["universality_convergence"] = (
     [paths.UNIVERSALITY_CONVERGENCE, paths.UNIVERSALITY_CLAIMS]
     if STUDY is not None and "training_time" in STUDY["factors"] else [])

@@ -17,19 +17,21 @@ with tee_to_log(snakemake.log[0]):
     study = Study(reference=config["reference"], floor=config["floor"], factors=ordered,
                   margin=float(config["margin"]), confidence=float(snakemake.params.confidence), specs=specs,
                   measures={label: registered[label] for label in labels}, seed_draws=int(config["seed_draws"]),
-                  seed=int(snakemake.params.seed), params=json.loads(snakemake.params.params))
+                  seed=int(snakemake.params.seed), params=json.loads(snakemake.params.params),
+                  conditionings=json.loads(snakemake.params.conditionings))
     models = list(specs)
     where = (snakemake.params.dataset, snakemake.params.representation, labels, models)
     pairs = select(read_tables([snakemake.input.pairs]), *where)
     replicates = select(read_tables([snakemake.input.replicates]), *where)
     metas = {Path(d).name: json.loads((Path(d) / "meta.json").read_text()) for d in snakemake.input.models}
     grounding = read_tables(snakemake.input.measure_tests) if snakemake.input.measure_tests else None
-    table, senses, curve, claims = universality_tables(pairs, replicates, study, metas, grounding)
-    sentences = statement(table, claims, study, senses)
+    table, senses, curve, claims, controls = universality_tables(pairs, replicates, study, metas, grounding)
+    sentences = statement(table, claims, study, senses, controls)
     for text in sentences["text"]:
         print(text, flush=True)
     write_parquet(snakemake.output.table, table)
     write_parquet(snakemake.output.senses, senses)
+    write_parquet(snakemake.output.controls, controls)
     write_parquet(snakemake.output.convergence, curve)
     write_parquet(snakemake.output.claims, claims)
     write_parquet(snakemake.output.statement, sentences)

@@ -20,6 +20,7 @@ import jsonschema
 from jsonschema import validators
 
 from reprsim.dataset_labels import dataset_is_labelled
+from reprsim import conditioning
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.nets.gpt2_as_bert import untranslatable
@@ -744,7 +745,8 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH, *, mode
         with_defaults(validators.validator_for(schema))(schema).validate(config)
     except jsonschema.ValidationError:
         pass  # defaults are filled as far as possible; errors are reported below
-    problems = list(dict.fromkeys([*_schema_errors(config, schema), *_hub_errors(config)]))
+    problems = list(dict.fromkeys([*_schema_errors(config, schema), *_hub_errors(config),
+                                   *_conditioning_errors(config)]))
     written: dict[str, str] = {}
     if not problems:  # the seeds of one model refer alike: each problem once
         problems = list(dict.fromkeys(_expand_seeds(config, written)))
@@ -766,11 +768,50 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH, *, mode
     extraction["detail_splits"] = detail_splits(extraction, config["similarity"])
     for message in sample_size_warnings(config):
         warnings.warn(message, SampleSizeWarning, stacklevel=2)
+    for message in study_dimension_warnings(config):
+        warnings.warn(message, StudyDimensionWarning, stacklevel=2)
     return config
 
 
 class SampleSizeWarning(UserWarning):
     """The similarity split may be too small for a configured measure (docs/numerics.md, rows needed)."""
+
+
+class StudyDimensionWarning(UserWarning):
+    """A universality study's measure treats models of different widths differently (docs/numerics.md §13c)."""
+
+
+WIDTH_KEYS = ("n_embd", "hidden_size", "d_model")  # a model's width where its `config` gives it
+
+
+def study_dimension_warnings(config: dict) -> list[str]:
+    """A universality study whose models differ in width, with a measure whose `pca_dims` is not below the
+    narrowest: the narrow models' layers enter whole while the wider ones' are cut to `pca_dims` principal
+    directions, so a width level and the reference seeds are measured differently. Widths are read where the
+    models' `config` gives them."""
+    study = config.get("universality")
+    if not isinstance(study, dict):
+        return []
+    named = [*study.get("reference", []), *study.get("floor", [])]
+    named += [m for levels in (study.get("factors") or {}).values() for models in levels.values() for m in models]
+    widths = {}
+    for name in dict.fromkeys(named):
+        given = ((config.get("models") or {}).get(name) or {}).get("config") or {}
+        width = next((given[key] for key in WIDTH_KEYS if isinstance(given.get(key), int)), None)
+        if width is not None:
+            widths[name] = width
+    if len(set(widths.values())) < 2:
+        return []
+    narrowest = min(widths, key=widths.get)
+    out = []
+    for label, spec in (config.get("measures") or {}).items():
+        pca_dims = (spec.get("params") or {}).get("pca_dims")
+        if isinstance(pca_dims, int) and pca_dims >= widths[narrowest]:
+            out.append(f"measures.{label} ({spec['measure']}): pca_dims {pca_dims} is not below the narrowest study "
+                       f"model's width ({narrowest}: {widths[narrowest]}), so its layers enter whole while the "
+                       f"{max(widths.values())}-wide ones are cut to {pca_dims} principal directions: a width level "
+                       f"and the seeds are measured differently; set pca_dims below {widths[narrowest]}")
+    return out
 
 
 def sample_size_warnings(config: dict) -> list[str]:
@@ -825,4 +866,18 @@ def measures_errors(measures: dict, schema_path: str | Path = SCHEMA_PATH) -> li
         with_defaults(validators.validator_for(section))(section).validate(config)
     except jsonschema.ValidationError:
         pass
-    return list(dict.fromkeys(_schema_errors(config, section)))
+    return list(dict.fromkeys([*_schema_errors(config, section), *_conditioning_errors(config)]))
+
+
+def _conditioning_errors(config: dict) -> list[str]:
+    """A measure's conditioning whose setting belongs to another method (the schema allows each key of both)."""
+
+    out = []
+    measures = config.get("measures")
+    for label, spec in (measures.items() if isinstance(measures, dict) else ()):
+        if isinstance(spec, dict) and spec.get("conditioning") is not None:
+            try:
+                conditioning.parse(spec["conditioning"])
+            except ValueError as error:
+                out.append(f"measures.{label}.conditioning: {error}")
+    return out

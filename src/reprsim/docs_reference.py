@@ -189,6 +189,10 @@ class _Walker:
             self.walk(items, f"{pointer}/items", f"{path}[]", when)
         for index, option in enumerate(node.get("allOf", [])):
             self.branch(option, f"{pointer}/allOf/{index}", path, when)
+        for alternatives in ("anyOf", "oneOf"):  # a key given as a name or as a mapping: the mapping's keys
+            for index, option in enumerate(node.get(alternatives, [])):
+                if isinstance(option, dict) and option.get("properties"):
+                    self.walk(option, f"{pointer}/{alternatives}/{index}", path, when)
         if "if" in node and "then" in node:
             self.branch(node, pointer, path, when)
 

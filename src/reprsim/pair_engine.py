@@ -24,7 +24,9 @@ import torch
 
 from reprsim.io.device import describe as describe_device
 from reprsim.io.store import constant_layers
+from reprsim import conditioning
 from reprsim.metrics import MEASURES, directed_null, directed_replicates, memory, permutation, prepared
+from reprsim.metrics.conditioners import condition_stack
 from reprsim.metrics._inputs import dtype_name
 from reprsim.metrics.api import check_params, describe, null_statistics
 from reprsim.metrics.cka import grams_fit
@@ -179,6 +181,30 @@ def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constan
 
 
 
+def _conditioned_rows(label: str, spec: dict, how: dict, Xs, Ys, constant, statistics: dict, conditioned: dict,
+                      replicates: list, stored_dtype: str) -> list[dict]:
+    """measure_rows on both stacks conditioned by `how` (reprsim.conditioning), each row's meta saying so.
+    The conditioned stacks and their sides are kept in `conditioned` for the next measure of the same conditioning;
+    a layer constant before is constant after (every method centres or clamps it to one vector), so the masks stay.
+    Sides come from the conditioned rows, never from a terms store (that holds the stored rows')."""
+    key = json.dumps(how, sort_keys=True)
+    if conditioned["key"] != key:
+        conditioned.clear()
+        stacks = condition_stack(Xs, how), condition_stack(Ys, how)
+        rows = torch.as_tensor(statistics["indices"], device=Xs.device)
+        conditioned.update(key=key, stacks=stacks, statistics={
+            **{k: statistics[k] for k in ("chance", "intervals", "indices")},
+            "permutations": statistics.setdefault("permutations", {}),
+            "sides": tuple(prepared.Sides(kept_layers(stack, np.flatnonzero(~mask)), rows)
+                           for stack, mask in zip(stacks, constant))})
+    measured = measure_rows(label, spec, *conditioned["stacks"], *constant, conditioned["statistics"], replicates,
+                            stored_dtype)
+    for row in measured:
+        row["meta"] = json.dumps({**json.loads(row["meta"]), "conditioning": conditioning.describe(how)},
+                                 sort_keys=True, default=str)
+    return measured
+
+
 def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict], chance: dict | None = None,
                    intervals: dict | None = None, device: torch.device = torch.device("cpu"),
                    max_memory_gb: float | None = None,
@@ -189,7 +215,8 @@ def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict],
     measure, kind, direction, params, value, n_permutations, null_mean, null_std, null_p, ci_low, ci_high,
     n_resamples, beyond_chance, warning, meta, n) and the long table of the half-sample replicates.
 
-    `measures` maps a label to {measure, params, null_permutations, resamples}; `chance` is {permutations, seed}
+    `measures` maps a label to {measure, params, conditioning, null_permutations, resamples} (conditioning:
+    reprsim.conditioning, applied to both stacks first; none by default); `chance` is {permutations, seed}
     (the permutation null), `intervals` {resamples, confidence, seed} (the half-sample interval). The half-samples
     depend only on n and the seed, so replicate r of every call with the same n rests on the same rows.
     `stored_sides(side, kept, indices)` gives what a side's terms store holds for the kept layers and half-samples
@@ -209,6 +236,7 @@ def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict],
         for side, (stack, mask) in enumerate(zip((Xs, Ys), constant)))
     model_a, model_b = names
     table_rows, replicates = [], []
+    conditioned = {"key": None}  # the stacks and sides of the last conditioning used (measures list them in turn)
     with memory.budget(max_memory_gb) as budget:
         print(f"{model_a} vs {model_b}: {Xs.shape[1]} rows, {len(Xs)} x {len(Ys)} layers, on {describe_device(device)}; "
               f"measures' working memory up to {budget / memory.GIB:g} GiB beyond the stacks "
@@ -217,7 +245,12 @@ def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict],
             started = time.perf_counter()
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
-            measured = measure_rows(label, spec, Xs, Ys, *constant, statistics, replicates, stored_dtype)
+            how = conditioning.of(spec)
+            if how["method"] == "none":
+                measured = measure_rows(label, spec, Xs, Ys, *constant, statistics, replicates, stored_dtype)
+            else:
+                measured = _conditioned_rows(label, spec, how, Xs, Ys, constant, statistics, conditioned, replicates,
+                                             stored_dtype)
             table_rows += measured
             peak = (f"; peak {torch.cuda.max_memory_allocated(device) / memory.GIB:.2f} GiB on the GPU"
                     if device.type == "cuda" else "")

@@ -9,7 +9,9 @@ sense; else, invariant to rotations, in the geometric one; else, invariant only 
 units sense. Two families answer a question of their own whatever their invariances: the neighbourhood measures
 read only which inputs lie near which, and an RSA whose outer comparison is a rank correlation reads only the order
 of the distances. The statistics family compares each point cloud's summary without the row correspondence: it
-answers in no sense of "the same representation".
+answers in no sense of "the same representation". A measure on conditioned features (reprsim.conditioning)
+keeps no more of the nested groups than the conditioning commutes with: standardised or clipped features give at
+most the units sense, features with their top principal directions removed at most the geometric one.
 
 Torch-free: the configuration check, the docs and the study read it without loading the measures.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from reprsim.measure_registry import MEASURES
+from reprsim.conditioning import KEEPS, parse
 
 # name -> the precise question "the same" answers in that sense: the nested groups' senses from the strictest
 # (units ⊂ geometry ⊂ linear, the linear sense last but for the functional one), the families' own between
@@ -39,9 +42,13 @@ AGAINST_IDENTITY = {"as similar as seeds": "identical within the margin", "less 
                     "more similar than seeds": "beyond identical"}
 
 
-def sense_of(measure: str, params: Mapping | None = None) -> str | None:
-    """The sense in which a registered measure, at these params, says two representations are the same; None for
-    a measure that compares each representation's summary statistics (no row correspondence)."""
+NESTED = ("units", "geometry", "linear")  # the nested groups' senses, strictest first
+
+
+def sense_of(measure: str, params: Mapping | None = None, conditioning=None) -> str | None:
+    """The sense in which a registered measure, at these params and on features so conditioned, says two
+    representations are the same; None for a measure that compares each representation's summary statistics (no
+    row correspondence)."""
     if measure not in MEASURES:
         raise KeyError(f"unknown measure {measure!r}; registered: {', '.join(MEASURES)}")
     spec = MEASURES[measure]
@@ -53,12 +60,14 @@ def sense_of(measure: str, params: Mapping | None = None) -> str | None:
     if spec.family == "RSM" and merged.get("outer") in RANK_OUTERS:
         return "ranks"
     declared = spec.declared(merged)
+    keeps = NESTED.index(KEEPS[parse(conditioning)["method"]])
     for invariance, sense in (("IL", "linear"), ("OT", "geometry"), ("PU", "units")):
         if invariance in declared:
-            return sense
+            return NESTED[min(NESTED.index(sense), keeps)]
     return None
 
 
 def senses_of(measures: Mapping[str, Mapping]) -> dict[str, str | None]:
-    """label -> sense for a configuration's `measures` section (label -> {measure, params, ...})."""
-    return {label: sense_of(spec["measure"], spec.get("params")) for label, spec in measures.items()}
+    """label -> sense for a configuration's `measures` section (label -> {measure, params, conditioning, ...})."""
+    return {label: sense_of(spec["measure"], spec.get("params"), spec.get("conditioning"))
+            for label, spec in measures.items()}

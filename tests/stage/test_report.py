@@ -389,7 +389,8 @@ def test_captions_come_from_the_rst_files(tmp_path, inputs):
     everything = html.unescape("".join(_report(tmp_path, inputs).values()))
     # no localization input; no universality study (its captions: test_report_universality.py)
     shown = sorted(p.stem for p in CAPTIONS.glob("*.rst")
-                   if p.stem not in ("localization", "universality", "universality_senses", "universality_matrix",
+                   if p.stem not in ("localization", "universality", "universality_senses", "universality_controls",
+                                     "universality_matrix",
                                      "convergence"))
     for name in shown:
         before_placeholder = " ".join(re.split(r"\n\s*\n", _rst(name))[0].split("{{")[0].split())
@@ -481,6 +482,20 @@ def test_heatmap_panels_hatch_the_cells_not_beyond_chance(tmp_path):
                         direction="symmetric")
     figures.draw("heatmap", {"table": table}, tmp_path / "pair.png", measures={"linear_cka": "cka"})
     assert (tmp_path / "pair.png").read_bytes().startswith(PNG)
+
+
+def test_the_agreement_figure_of_two_measures_draws_their_one_pair(tmp_path, monkeypatch):
+    """Two measures give one row per panel (dataset, representation, scope): the figure draws each panel's 2 × 2
+    matrix (a run with two measures once stopped here)."""
+    table = pd.DataFrame([{"dataset": "tiny", "representation": "mean", "scope": scope, "measure_x": "linear_cka",
+                           "measure_y": "linear_cka_clip", "statistic": "kendall_tau_b", "estimate": 0.6,
+                           "ci_low": 0.5, "ci_high": 0.7, "n_items": 9, "n": 15, "m": 7}
+                          for scope in ("cells", "model pairs")])
+    drawn = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path, *a, **k: drawn.append(
+        [ax.get_images()[0].get_array().shape for ax in fig.axes if ax.get_images()]))
+    figures.draw("measure_agreement", {"table": table}, tmp_path / "agreement.png", measures={"linear_cka": "cka"})
+    assert drawn == [[(2, 2), (2, 2)]]
 
 
 def test_an_undefined_panel_says_why():

@@ -21,6 +21,7 @@ from reprsim.senses import AGAINST_IDENTITY  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report, paragraphs  # noqa: E402
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICTS  # noqa: E402
+from reprsim.stages.universality.study import CONTROL_COLUMNS  # noqa: E402
 
 STUDY_FILES = {**FILES, "universality": "universality.html"}
 MEASURES = {"linear_cka": "cka", "svcca": "svcca", "procrustes": "procrustes"}
@@ -41,7 +42,7 @@ def study_inputs(tmp_path, inputs, study) -> dict:  # noqa: F811
     figures.draw("convergence", {"table": study["convergence"], "claims": study["claims"]}, convergence,
                  measures=MEASURES, confidence=0.95)
     return {**inputs, "universality": [files["universality"]], "universality_statement": [files["statement"]],
-            "universality_senses": [files["senses"]],
+            "universality_senses": [files["senses"]], "universality_controls": [files["controls"]],
             "universality_convergence": [files["convergence"], files["claims"]],
             "universality_figure": [str(matrix)], "convergence_figure": [str(convergence)]}
 
@@ -62,14 +63,14 @@ def _text(fragment: str) -> str:
 def test_the_page_shows_the_statement_the_verdicts_colours_and_the_figures(tmp_path, study_inputs, study):
     page = _report(tmp_path, study_inputs)["universality"]
     assert "<h1>What is universal?" in page
-    assert _h2(page) == ["In which sense?", "The statement", "Factor × depth, per measure", "Over training time"]
+    assert _h2(page) == ["In which sense?", "Artefact controls", "The statement", "Factor × depth, per measure", "Over training time"]
     text = _text(page)
     sentences = list(study["statement"]["text"])
     assert len(sentences) >= 6 and all(" ".join(s.split()) in text for s in sentences)
     statement = page.split("<h2 id='statement'>")[1].split("<h2")[0]
     assert statement.count("<li>") == len(sentences)
     # how to read: u's definition, the floor, the margin, what the intervals leave out
-    for name in ("universality", "universality_senses", "universality_matrix", "convergence"):
+    for name in ("universality", "universality_senses", "universality_controls", "universality_matrix", "convergence"):
         for paragraph in paragraphs(name):
             assert f"<p class='caption'>{html.escape(paragraph, quote=False)}</p>".replace("&#x27;", "'") in \
                 page.replace("&#39;", "'"), name
@@ -146,6 +147,31 @@ def test_the_sense_matrix_shows_each_sense_per_level_and_third_and_says_why_a_ce
     middle = shown.loc[("width", "n_embd 24", "geometry", "middle third")]
     assert middle["measures"] == "linear_cka, svcca"
     assert f"{_with_interval(middle['u'], middle['ci_low'], middle['ci_high'])} (rows only)" in _text(section)
+
+
+def test_the_controls_section_counts_each_controls_verdicts_and_lists_the_changed_ones(tmp_path, study_inputs):
+    page = _report(tmp_path, study_inputs)["universality"]
+    section = page.split("<h2 id='controls'>")[1].split("<h2")[0]
+    assert "No artefact control in this study" in section and "<table" not in section  # the study has none
+    # a control that changed one of its two verdicts
+    base = {"dataset": "corpus", "representation": "mean", "factor": "width", "level": "n_embd 24", "control":
+            "linear_cka_pcs", "conditioning": "remove_top_pcs k=1", "measure": "linear_cka", "u": 0.97, "ci_low": 0.9,
+            "ci_high": 1.04, "verdict": "as similar as seeds", "control_grounding_failed": "", "n": 400, "m": 200}
+    controls = pd.DataFrame([
+        {**base, "depth": "lower third", "control_u": 0.95, "control_ci_low": 0.91, "control_ci_high": 1.02,
+         "control_verdict": "as similar as seeds", "changed": False},
+        {**base, "depth": "middle third", "control_u": 0.41, "control_ci_low": 0.3, "control_ci_high": 0.52,
+         "control_verdict": "less similar", "changed": True}], columns=CONTROL_COLUMNS)
+    path = tmp_path / "controls.parquet"
+    controls.to_parquet(path, index=False)
+    section = _report(tmp_path, {**study_inputs, "universality_controls": [str(path)]})["universality"]
+    section = section.split("<h2 id='controls'>")[1].split("<h2")[0]
+    assert "1 of 2 verdicts differ from linear CKA" in _text(section)
+    header, *rows = _first_table(section)
+    assert len(rows) == 1 and rows[0][:3] == ["width: n_embd 24", "middle third", "linear CKA"]
+    assert rows[0][3] == f"{_with_interval(0.97, 0.9, 1.04)}: as similar as seeds"
+    assert rows[0][5] == f"{_with_interval(0.41, 0.3, 0.52)}: less similar"
+    assert "remove_top_pcs k=1" in rows[0][4]
 
 
 def test_the_claims_table_over_training(tmp_path, study_inputs, study):

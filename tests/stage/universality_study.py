@@ -14,8 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from reprsim.measure_registry import MEASURES
+from reprsim.conditioning import parse as parse_conditioning
+from reprsim.metrics.conditioners import condition_stack
 from reprsim.metrics.api import compute_layers, replicate_layers
 from reprsim.relations import study_pairs
 from reprsim.resampling import half_samples
@@ -77,14 +80,19 @@ def models_and_specs(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, di
 def pair_tables(models: dict[str, np.ndarray], pairs, measures=MEASURE_SPECS, resamples: int = RESAMPLES,
                 rows: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The pair table and replicates of `pairs`, as aggregate_pairs writes them (one dataset, mean pooling); `rows`
-    compares a pair on its first rows only (pair -> n), as a table from another split would be."""
+    compares a pair on its first rows only (pair -> n), as a table from another split would be. A measure given as
+    (name, params, conditioning) sees both stacks conditioned so (reprsim.conditioning), as a pair job's."""
     table, reps = [], []
     for a, b in pairs:
         n = (rows or {}).get((a, b), models[a].shape[1])
         indices = half_samples(n, resamples, seed=0)
-        for label, (name, params) in measures.items():
-            values = compute_layers(name, models[a][:, :n], models[b][:, :n], **params).values
-            draws, _ = replicate_layers(name, models[a][:, :n], models[b][:, :n], indices, **params)
+        for label, (name, params, *how) in measures.items():
+            X, Y = models[a][:, :n], models[b][:, :n]
+            if how:
+                X, Y = (condition_stack(torch.from_numpy(np.asarray(Z, dtype=np.float64)),
+                                        parse_conditioning(how[0])).numpy() for Z in (X, Y))
+            values = compute_layers(name, X, Y, **params).values
+            draws, _ = replicate_layers(name, X, Y, indices, **params)
             for la in range(values.shape[0]):
                 for lb in range(values.shape[1]):
                     common = {"dataset": "corpus", "representation": "mean", "model_a": a, "model_b": b,
@@ -108,15 +116,17 @@ def study_tables() -> dict[str, pd.DataFrame]:
     cross_entropy.update({f"ref-s{s}@100": 4.7 + 0.02 * s for s in range(3)})
     metas = {name: {"validation_cross_entropy": value, "unigram_cross_entropy": 6.5} for name, value in cross_entropy.items()}
     tables = universality_tables(table, replicates, study, metas, grounding=pd.DataFrame(GROUNDING))
-    return {"universality": tables.universality, "senses": tables.senses, "convergence": tables.convergence,
-            "claims": tables.claims, "statement": statement(tables.universality, tables.claims, study, tables.senses)}
+    return {"universality": tables.universality, "senses": tables.senses, "controls": tables.controls,
+            "convergence": tables.convergence, "claims": tables.claims,
+            "statement": statement(tables.universality, tables.claims, study, tables.senses, tables.controls)}
 
 
 def write_study(folder: Path, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
-    """The four tables as Parquet files under `folder` (the stage's file names); name -> path."""
+    """The study's tables as Parquet files under `folder` (the stage's file names); name -> path."""
     tables = tables if tables is not None else study_tables()
     folder.mkdir(parents=True, exist_ok=True)
     files = {"universality": "universality.parquet", "senses": "universality_senses.parquet",
+             "controls": "universality_controls.parquet",
              "convergence": "universality_convergence.parquet",
              "claims": "universality_claims.parquet", "statement": "universality_statement.parquet"}
     written = {}

@@ -5,12 +5,13 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 from conftest import REPO, TINY, copy_workflow, snakemake
 
 from reprsim import config as config_module
-from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
+from reprsim.config import ConfigError, SampleSizeWarning, StudyDimensionWarning, load_yaml, validate_config
 from reprsim.dataset_labels import dataset_is_labelled
 from reprsim.schema import SCHEMA_PATH
 
@@ -231,6 +232,26 @@ def test_the_validator_warns_when_the_similarity_rows_are_too_few_for_a_measure(
     assert any("measures.cca (cca) has no pca_dims" in m for m in messages)
     assert any("measures.knn (mutual_knn): k = 150" in m for m in messages)
     assert not any("measures.fine" in m for m in messages)
+
+
+def test_the_validator_warns_when_a_study_cuts_wide_models_to_pca_dims_but_not_the_narrow_ones():
+    """The review's width-64 case: PWCCA at pca_dims 64 cuts the 128-wide reference to 64 principal directions
+    while the 64-wide level enters whole, so the level and the seeds are measured differently."""
+    config = load_yaml(REPO / "config" / "examples" / "universality.yaml")
+    narrow = {**config["models"]["gpt-w256-s3"], "config": {**config["models"]["gpt-w256-s3"]["config"], "n_embd": 64,
+                                                            "n_head": 2}}
+    config["models"] |= {f"gpt-w64-s{s}": {**narrow, "seed": s} for s in (3, 4, 5)}
+    config["universality"]["factors"]["width"]["n_embd 64"] = ["gpt-w64-s3", "gpt-w64-s4", "gpt-w64-s5"]
+    with pytest.warns(StudyDimensionWarning) as caught:
+        validate_config(config)
+    messages = [str(w.message) for w in caught if w.category is StudyDimensionWarning]
+    assert messages == ["measures.pwcca (pwcca): pca_dims 64 is not below the narrowest study model's width "
+                        "(gpt-w64-s3: 64), so its layers enter whole while the 256-wide ones are cut to 64 principal "
+                        "directions: a width level and the seeds are measured differently; set pca_dims below 64"]
+    config = load_yaml(REPO / "config" / "examples" / "universality.yaml")  # 128 and 256 wide: both cut to 64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StudyDimensionWarning)
+        validate_config(config)
 
 
 @pytest.mark.parametrize("params, expected", [

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, example_data_root, planned_jobs
 
-from reprsim.config import ConfigError, SampleSizeWarning, load_yaml, validate_config
+from reprsim.config import ConfigError, SampleSizeWarning, StudyDimensionWarning, load_yaml, validate_config
 
 EXAMPLES_DIR = REPO / "config" / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
@@ -27,10 +27,11 @@ def dag_cases():
 
 
 def validated(path: Path) -> dict:
-    """The example validated as `reprsim validate` does, with the sample-size check silent: an example's
-    measures must suit its own rows."""
+    """The example validated as `reprsim validate` does, with the sample-size and the study-dimension checks
+    silent: an example's measures must suit its own rows, and treat its study's widths alike."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", SampleSizeWarning)
+        warnings.simplefilter("error", StudyDimensionWarning)
         return validate_config(load_yaml(path))
 
 

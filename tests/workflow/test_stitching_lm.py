@@ -6,7 +6,8 @@ on the example's own specs in tests/stage/test_findings.py.)
 
 The same run holds a tiny universality study (config/examples/universality.yaml's stage): a second gelu seed, both
 gelu seeds keeping a checkpoint (models gpt-gelu-s0@30, gpt-gelu-s1@30, copied out of the one training job) and an
-untrained floor; `similarity.pairs: study` compares only the pairs the study reads."""
+untrained floor; `similarity.pairs: study` compares only the pairs the study reads; linear CKA on clipped features
+is its artefact control."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def run(tmp_path_factory):
     config["models"]["floor-s9"] = {"source": "init", "architecture": "gpt2", "tokenizer": "gpt-gelu-s0", "seed": 9,
                                     "config": {"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 32}}
     config["universality"] = STUDY
+    # an artefact control: linear CKA on clipped features beside linear CKA on the stored ones
+    config["measures"]["linear_cka_clip"] = {**config["measures"]["linear_cka"], "conditioning": "clip"}
     config["similarity"]["pairs"] = "study"
     (root / "lm.yaml").write_text(yaml.safe_dump(config))
     snakemake(root, "--configfile", "lm.yaml")
@@ -105,4 +108,18 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     assert set(measured["sense"]) == {"geometry"} and (measured["measures"] == "linear_cka").all()
     assert len(measured[measured["factor"] == "seeds"]) == 3  # the seed siblings against identical copies
     assert senses.loc[senses["verdict"] == "not measured", "left_out"].str.len().gt(0).all()
-    assert "<h2 id='senses'>In which sense?</h2>" in (run / "results" / "report" / "universality.html").read_text()
+    page = (run / "results" / "report" / "universality.html").read_text()
+    assert "<h2 id='senses'>In which sense?</h2>" in page
+    # the control: computed on clipped rows by the pair jobs, read against linear CKA per level and third, named in
+    # the statement and on the page, and out of the senses' pools (above: the geometric sense is linear CKA's alone)
+    pairs = pd.read_parquet(run / "results" / "tables" / "pairs.parquet")
+    clipped = pairs[pairs["measure"] == "linear_cka_clip"]
+    assert len(clipped) == len(pairs[pairs["measure"] == "linear_cka"]) and clipped["value"].notna().all()
+    assert clipped["meta"].str.contains('"conditioning": "clip q=0.95"').all()
+    controls = pd.read_parquet(run / "results" / "tables" / "universality_controls.parquet")
+    assert set(zip(controls["control"], controls["measure"], controls["level"])) == {
+        ("linear_cka_clip", "linear_cka", "step 30")}
+    assert len(controls) == 3 and (controls["changed"] == (controls["verdict"] != controls["control_verdict"])).all()
+    assert statement.loc[statement["topic"] == "controls", "text"].iloc[0].startswith(
+        "Artefact controls (linear_cka_clip (linear_cka, clip q=0.95)): ")
+    assert "<h2 id='controls'>Artefact controls</h2>" in page and "linear_cka_clip" not in "".join(senses["measures"])

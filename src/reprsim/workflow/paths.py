@@ -98,6 +98,7 @@ MEASURE_TESTS = "results/tables/measure_tests.parquet"
 # written out from them
 UNIVERSALITY = "results/tables/universality.parquet"
 UNIVERSALITY_SENSES = "results/tables/universality_senses.parquet"
+UNIVERSALITY_CONTROLS = "results/tables/universality_controls.parquet"
 UNIVERSALITY_CONVERGENCE = "results/tables/universality_convergence.parquet"
 UNIVERSALITY_CLAIMS = "results/tables/universality_claims.parquet"
 UNIVERSALITY_STATEMENT = "results/tables/universality_statement.parquet"
@@ -154,7 +155,8 @@ MADE_BY = {
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
     REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report", REPORT_UNIVERSALITY: "report",
-    UNIVERSALITY: "universality", UNIVERSALITY_SENSES: "universality", UNIVERSALITY_CONVERGENCE: "universality",
+    UNIVERSALITY: "universality", UNIVERSALITY_SENSES: "universality", UNIVERSALITY_CONTROLS: "universality",
+    UNIVERSALITY_CONVERGENCE: "universality",
     UNIVERSALITY_CLAIMS: "universality", UNIVERSALITY_STATEMENT: "universality",
     UNIVERSALITY_FIGURE: "universality_figure", CONVERGENCE_FIGURE: "convergence_figure",
     PREDICTIONS: "model_predictions", DELETION_PROBES: "deletion_probes", MEASURE_TESTS_PART: "measure_tests", MEASURE_TESTS: "measure_tests_table",

@@ -890,7 +890,8 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
     fig, axes = plt.subplots(1, len(keys), figsize=(side * len(keys) + 1.2, side + 0.9), squeeze=False)
     shown, longest = [], 0  # each panel's measures; the longest name a panel right of the first labels
     for ax, key in zip(axes[0], keys):
-        rows = table.set_index(["dataset", "representation", "scope"]).loc[key].reset_index()
+        # .loc[[key]]: a frame even where the key has one row (two measures: one pair)
+        rows = table.set_index(["dataset", "representation", "scope"]).loc[[key]].reset_index()
         labels = _measure_order(list(dict.fromkeys([*rows["measure_x"], *rows["measure_y"]])), measures)
         shown.append(labels)
         index = {label: i for i, label in enumerate(labels)}
@@ -954,6 +955,14 @@ def _headline_order(rows: pd.DataFrame) -> list[str]:
                                            else len(FAMILY_ORDER), measures.index(m)))
 
 
+def _failed_grounding(rows: pd.DataFrame) -> bool:
+    """Whether a universality table's measure failed a grounding test (an artefact control is off the headline
+    without failing one)."""
+    if "grounding_failed" in rows:
+        return bool(str(rows["grounding_failed"].iloc[0]))
+    return "headline" in rows and not bool(rows["headline"].iloc[0])
+
+
 def _verdict_legend(fig, top: float, columns: int) -> None:
     """The verdicts' colours, each with the rule it stands for, under the title."""
     from matplotlib.patches import Patch
@@ -971,7 +980,7 @@ def _universality_panel(ax, rows: pd.DataFrame, levels: list[tuple[str, str]], d
     interval; a measure that failed a grounding test drawn faded."""
     from matplotlib.patches import Rectangle
 
-    faded = not bool(rows["headline"].iloc[0]) if "headline" in rows else False
+    faded = _failed_grounding(rows)
     cells = rows.set_index(["factor", "level", "depth"])
     for i, (factor, level) in enumerate(levels):
         for j, depth in enumerate(depths):
@@ -1052,7 +1061,10 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
         family = rows["family"].iloc[0] if "family" in rows else ""
         name = f"{family} · {MEASURE_LABELS.get(label, label)}" if family else MEASURE_LABELS.get(label, label)
         failed = str(rows["grounding_failed"].iloc[0]) if "grounding_failed" in rows else ""
-        if "headline" in rows and not bool(rows["headline"].iloc[0]):
+        conditioning = str(rows["conditioning"].iloc[0]) if "conditioning" in rows else "none"
+        if conditioning != "none":  # an artefact control: its twin's panel is beside it
+            name = f"{name}\ncontrol: {conditioning}"
+        if _failed_grounding(rows):
             # the tests without their variants (monotonicity:spearman -> monotonicity): a panel's width holds them
             tests = ", ".join(dict.fromkeys(t.strip().split(":")[0] for t in failed.split(",") if t.strip()))
             ax.set_title(f"{name}\nfailed grounding: {tests or 'a test'}", fontsize=9, color="0.45")

@@ -98,6 +98,7 @@ class ReportInputs:
     universality: Paths = ()  # results/tables/universality.parquet: each factor level's share u per measure and depth
     universality_statement: Paths = ()  # the study's sentences
     universality_senses: Paths = ()  # the same per sense of similarity (factor level × sense × third)
+    universality_controls: Paths = ()  # each artefact control's verdicts beside its twin's
     universality_convergence: Paths = ()  # cross-seed similarity over training and its claims (two tables)
     universality_figure: Paths = ()  # the factor × depth matrix of verdicts per measure
     convergence_figure: Paths = ()  # cross-seed similarity against the training step
@@ -1227,7 +1228,8 @@ def universality_section(inputs: ReportInputs) -> dict | None:
         shown = []
         for label in [m for m in measures if m in set(rows["measure"])]:
             mine = rows[rows["measure"] == label].iloc[0]
-            doubtful = not bool(mine["headline"])
+            doubtful = bool(str(mine["grounding_failed"]))
+            control = str(mine["conditioning"]) if "conditioning" in mine else "none"
             row_cells = []
             for depth in depths:
                 key = (factor, level, label, depth)
@@ -1240,10 +1242,12 @@ def universality_section(inputs: ReportInputs) -> dict | None:
                 row_cells.append({"value": _with_interval(cell["u"], cell["ci_low"], cell["ci_high"]) + rows_only
                                   if _number(cell["u"]) != "–" else "undefined",
                                   "verdict": verdict, "colour": UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")})
-            shown.append({"measure": _measure_name(label), "doubtful": doubtful, "cells": row_cells})
+            shown.append({"measure": _measure_name(label) + ("" if control == "none" else f" (control: {control})"),
+                          "doubtful": doubtful, "cells": row_cells})
         levels.append({"factor": FACTOR_NAMES.get(factor, factor), "level": level, "models": str(first.models),
                        "quality": quality, "seeds": seeds, "note": str(first.quality_note), "measures": shown})
-    failed = thirds.loc[~thirds["headline"].astype(bool), ["measure", "grounding_failed"]].drop_duplicates("measure")
+    failed = thirds.loc[thirds["grounding_failed"].astype(str) != "", ["measure", "grounding_failed"]
+                        ].drop_duplicates("measure")
     section.update(depths=depths, levels=levels,
                    failed=[{"measure": _measure_name(r.measure), "tests": str(r.grounding_failed)}
                            for r in failed.itertuples()],
@@ -1297,6 +1301,36 @@ def senses_section(inputs: ReportInputs) -> dict | None:
                         "measures": ", ".join(_measure_name(m) for m in used[sense])} for sense in senses],
             "unmeasured": [{"sense": sense, "question": str(questions[sense]), "why": why}
                            for sense, why in unmeasured.items()]}
+
+
+def controls_section(inputs: ReportInputs) -> dict | None:
+    """The artefact controls (measures on conditioned features) against their twins: how many verdicts each
+    compared and which changed, every changed cell with both u and intervals."""
+    if not inputs.universality_controls:
+        return None
+    table = read_tables(inputs.universality_controls)
+    section = {"caption": paragraphs("universality_controls"), "controls": [], "changed": None,
+               "confidence": f"{inputs.confidence:.0%}"}
+    if table.empty:
+        return section
+    for control, rows in table.groupby("control", sort=False):
+        first = rows.iloc[0]
+        section["controls"].append({"control": _measure_name(control), "measure": _measure_name(first["measure"]),
+                                    "conditioning": str(first["conditioning"]), "cells": len(rows),
+                                    "changed": int(rows["changed"].sum())})
+    changed = table[table["changed"].astype(bool)]
+    if len(changed):
+        section["changed"] = pd.DataFrame({
+            "factor: level": [f"{FACTOR_NAMES.get(r.factor, r.factor)}: {r.level}" for r in changed.itertuples()],
+            "third": changed["depth"].to_list(),
+            "measure": [_measure_name(m) for m in changed["measure"]],
+            f"u [{inputs.confidence:.0%} interval]: verdict": [
+                f"{_with_interval(r.u, r.ci_low, r.ci_high)}: {r.verdict}" for r in changed.itertuples()],
+            "control": [f"{_measure_name(r.control)} ({r.conditioning})" for r in changed.itertuples()],
+            f"control's u [{inputs.confidence:.0%} interval]: verdict": [
+                f"{_with_interval(r.control_u, r.control_ci_low, r.control_ci_high)}: {r.control_verdict}"
+                for r in changed.itertuples()]})
+    return section
 
 
 def convergence_section(inputs: ReportInputs) -> dict | None:
@@ -1362,7 +1396,8 @@ PAGES: dict[str, Page] = {
                                                "objective, training time), per sense of similarity, depth third "
                                                "and measure, with "
                                                "intervals and verdicts; cross-seed similarity over training",
-                         (senses_section, universality_statement, universality_section, convergence_section),
+                         (senses_section, controls_section, universality_statement, universality_section,
+                          convergence_section),
                          ("universality", "universality_statement", "universality_figure")),
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "

@@ -18,6 +18,7 @@ from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
+from reprsim.conditioning import describe as describe_conditioning, parse as parse_conditioning
 from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW, SENSES, sense_of
 from reprsim.stages.universality.shares import (SEED_DRAWS, Terms, depth_groups, null_share, pair_arrays, pooled,
                                                 share, term)
@@ -29,12 +30,15 @@ COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", 
            "n_floor_models",
            "s_variant", "s_variant_low", "s_variant_high", "s_seeds", "s_seeds_low", "s_seeds_high",
            "s_floor", "s_floor_low", "s_floor_high", "n_variant_pairs", "n_seed_pairs", "n_floor_pairs",
-           "grounding_failed", "headline", "quality_metric", "quality", "reference_quality_low",
+           "grounding_failed", "conditioning", "headline", "quality_metric", "quality", "reference_quality_low",
            "reference_quality_high", "quality_note", "n", "m", "n_resamples"]
 CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "layer", "level", "step",
                        "similarity", "ci_low", "ci_high", "validation_cross_entropy", "n_seed_pairs", "n", "m"]
 SENSE_COLUMNS = ["dataset", "representation", "factor", "level", "models", "sense", "question", "depth", "u", "ci_low",
                  "ci_high", "interval_basis", "verdict", "margin", "measures", "n_measures", "left_out", "n", "m"]
+CONTROL_COLUMNS = ["dataset", "representation", "factor", "level", "depth", "control", "conditioning", "measure",
+                   "u", "ci_low", "ci_high", "verdict", "control_u", "control_ci_low", "control_ci_high",
+                   "control_verdict", "changed", "control_grounding_failed", "n", "m"]
 CLAIM_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "statistic", "estimate", "ci_low",
                  "ci_high", "verdict", "first_step", "last_step", "n_checkpoints", "headline", "n", "m"]
 FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "objective": "objective",
@@ -57,12 +61,32 @@ class Study:
     seed_draws: int = SEED_DRAWS
     seed: int = 0
     params: Mapping[str, Mapping] | None = None  # label -> the measure's params (its sense may depend on them)
+    # label -> its conditioning (reprsim.conditioning) for the measures on conditioned features: artefact
+    # controls, each read against its twin (the same measure and params on the stored features), not pooled
+    conditionings: Mapping[str, Mapping] | None = None
 
     def family(self, label: str) -> str:
         return MEASURES[self.measures[label]].family
 
+    def conditioning(self, label: str) -> str:
+        return describe_conditioning(parse_conditioning((self.conditionings or {}).get(label)))
+
+    def is_control(self, label: str) -> bool:
+        return self.conditioning(label) != "none"
+
     def sense(self, label: str) -> str | None:
-        return sense_of(self.measures[label], (self.params or {}).get(label))
+        """The sense the label's measure answers in; None for a control (its twin answers for it)."""
+        return None if self.is_control(label) else sense_of(self.measures[label], (self.params or {}).get(label))
+
+    def twin(self, label: str) -> str | None:
+        """The first measure on the stored features with the control's measure and params; None without one, and
+        for a measure that is no control."""
+        if not self.is_control(label):
+            return None
+        params = (self.params or {}).get(label) or {}
+        return next((other for other in self.measures if not self.is_control(other)
+                     and self.measures[other] == self.measures[label]
+                     and ((self.params or {}).get(other) or {}) == params), None)
 
 
 def quality(meta: Mapping) -> tuple[str, float]:
@@ -97,6 +121,7 @@ class StudyTables(NamedTuple):
     senses: pd.DataFrame  # factor level × sense × third, and the seed siblings against identical copies
     convergence: pd.DataFrame  # cross-seed similarity at each checkpoint
     claims: pd.DataFrame  # that it rises, with intervals
+    controls: pd.DataFrame  # each artefact control's verdict beside its twin's, per factor level and third
 
 
 def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: Study, metas: Mapping[str, Mapping],
@@ -149,7 +174,8 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
         seeds_null = term(nulls, seed_couples, depths, reference_depth).mean()[0] if nulls else None
         common = {"dataset": dataset, "representation": representation, "measure": label,
                   "family": study.family(label), "grounding_failed": ", ".join(failed.get(label, [])),
-                  "headline": label not in failed, "n": arrays.n, "m": arrays.m,
+                  "conditioning": study.conditioning(label),
+                  "headline": label not in failed and not study.is_control(label), "n": arrays.n, "m": arrays.m,
                   "n_resamples": int(seeds.draws.shape[1])}
         for factor, level, models, couples, counts, fit in levels:
             variant = term(arrays, couples, depths, reference_depth)
@@ -181,7 +207,28 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     senses = _sense_table(table, kept, study, levels, groups, dataset, representation)
     curve_table = pd.DataFrame(curve, columns=CONVERGENCE_COLUMNS)
     claim_table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
-    return StudyTables(table, senses, curve_table, claim_table)
+    return StudyTables(table, senses, curve_table, claim_table, _control_table(table, study))
+
+
+def _control_table(table: pd.DataFrame, study: Study) -> pd.DataFrame:
+    """Each artefact control (a measure on conditioned features) beside its twin on the stored features, per
+    factor level and third: both u, intervals and verdicts, and whether the conditioning changed the verdict."""
+    rows = []
+    thirds = table[table["depth"].str.endswith("third")].set_index(["measure", "factor", "level", "depth"])
+    for control in study.measures:
+        twin = study.twin(control)
+        if twin is None or control not in thirds.index or twin not in thirds.index:
+            continue
+        for (factor, level, depth), mine in thirds.loc[control].iterrows():
+            base = thirds.loc[(twin, factor, level, depth)]
+            rows.append({"dataset": mine["dataset"], "representation": mine["representation"], "factor": factor,
+                         "level": level, "depth": depth, "control": control, "conditioning": mine["conditioning"],
+                         "measure": twin, "u": base["u"], "ci_low": base["ci_low"], "ci_high": base["ci_high"],
+                         "verdict": base["verdict"], "control_u": mine["u"], "control_ci_low": mine["ci_low"],
+                         "control_ci_high": mine["ci_high"], "control_verdict": mine["verdict"],
+                         "changed": bool(mine["verdict"] != base["verdict"]),
+                         "control_grounding_failed": mine["grounding_failed"], "n": mine["n"], "m": mine["m"]})
+    return pd.DataFrame(rows, columns=CONTROL_COLUMNS)
 
 
 def _against_identity(study: Study, label: str, seeds, floor, reference_draws) -> Terms:
@@ -362,13 +409,27 @@ def sense_sentence(senses: pd.DataFrame, factor: str, level: str) -> str:
     return f"In which sense: {'; '.join(parts)}." if parts else ""
 
 
+def controls_sentence(controls: pd.DataFrame) -> str:
+    """What the artefact controls did to the verdicts: each changed verdict, or that none changed."""
+    named = ", ".join(f"{r.control} ({r.measure}, {r.conditioning})"
+                      for r in controls.drop_duplicates("control").itertuples())
+    changed = controls[controls["changed"]]
+    text = f"Artefact controls ({named}): "
+    if changed.empty:
+        return text + f"none of their {len(controls)} verdicts differs from their twins' on the stored features."
+    parts = [f"{r.control} on {FACTOR_NAMES.get(r.factor, r.factor)} {r.level} in the {r.depth}: {r.verdict} "
+             f"→ {r.control_verdict} ({_format(r.control_u, r.control_ci_low, r.control_ci_high)})"
+             for r in changed.itertuples()]
+    return text + f"{len(changed)} of {len(controls)} verdicts differ from their twins': " + "; ".join(parts) + "."
+
+
 def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
-              senses: pd.DataFrame | None = None) -> pd.DataFrame:
+              senses: pd.DataFrame | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
     """The study written out, one quotable sentence per factor level and one for convergence: u with its
     interval in each third under the lead measure (the first grounded one in the configuration's order), in
     how many grounded measures each verdict holds, and (given the sense table) the verdicts per sense of
-    similarity; how near to identical the seed siblings come in each sense; measures that failed a grounding test
-    are named and left out."""
+    similarity; how near to identical the seed siblings come in each sense; which artefact controls changed a
+    verdict; measures that failed a grounding test are named and left out."""
     sentences = []
     headline = [label for label in study.measures if label in set(table.loc[table["headline"], "measure"])]
     lead = headline[0] if headline else None
@@ -433,7 +494,9 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
                 text += "; Spearman ρ with the validation loss falling: " + "; ".join(
                     f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth}" for r in rhos.itertuples())
             sentences.append({"topic": "convergence", "level": "", "text": text + "."})
-    left_out = table.loc[~table["headline"], ["measure", "grounding_failed"]].drop_duplicates()
+    if controls is not None and len(controls):
+        sentences.append({"topic": "controls", "level": "", "text": controls_sentence(controls)})
+    left_out = table.loc[table["grounding_failed"] != "", ["measure", "grounding_failed"]].drop_duplicates()
     if not left_out.empty:
         sentences.append({"topic": "grounding", "level": "", "text": "Left out of these statements, having failed a "
                           "grounding test on these models: " + "; ".join(
