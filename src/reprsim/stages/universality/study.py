@@ -12,13 +12,13 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
+from reprsim.conditioning import describe as describe_conditioning, parse as parse_conditioning
 from reprsim.grounding_failures import failed_grounding
 from reprsim.layers import model_depths
 from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
-from reprsim.conditioning import describe as describe_conditioning, parse as parse_conditioning
 from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW, SENSES, sense_of
 from reprsim.stages.universality.shares import (SEED_DRAWS, Terms, depth_groups, null_share, pair_arrays, pooled,
                                                 share, term)
@@ -201,8 +201,10 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
         if "training_time" in study.factors:
             points, found = _convergence(arrays, study, depths, reference_depth, metas, seeds.mean(), seed_couples,
                                          groups)
-            curve += [{**common, **point} for point in points]
-            claims += [{**common, **claim} for claim in found]
+            # a control's curve and claims are drawn and listed like any measure's, not marked as failing grounding
+            grounded = {"headline": label not in failed}
+            curve += [{**common, **grounded, **point} for point in points]
+            claims += [{**common, **grounded, **claim} for claim in found]
     table = pd.DataFrame(rows, columns=COLUMNS)
     senses = _sense_table(table, kept, study, levels, groups, dataset, representation)
     curve_table = pd.DataFrame(curve, columns=CONVERGENCE_COLUMNS)
