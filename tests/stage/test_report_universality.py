@@ -166,7 +166,7 @@ def test_the_controls_section_counts_each_controls_verdicts_and_lists_the_change
     controls.to_parquet(path, index=False)
     section = _report(tmp_path, {**study_inputs, "universality_controls": [str(path)]})["universality"]
     section = section.split("<h2 id='controls'>")[1].split("<h2")[0]
-    assert "1 of 2 verdicts differ from linear CKA" in _text(section)
+    assert "1 of 2 verdicts differs from linear CKA" in _text(section)
     header, *rows = _first_table(section)
     assert len(rows) == 1 and rows[0][:3] == ["width: n_embd 24", "middle third", "linear CKA"]
     assert rows[0][3] == f"{_with_interval(0.97, 0.9, 1.04)}: as similar as seeds"

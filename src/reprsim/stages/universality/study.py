@@ -422,7 +422,8 @@ def controls_sentence(controls: pd.DataFrame) -> str:
     parts = [f"{r.control} on {FACTOR_NAMES.get(r.factor, r.factor)} {r.level} in the {r.depth}: {r.verdict} "
              f"→ {r.control_verdict} ({_format(r.control_u, r.control_ci_low, r.control_ci_high)})"
              for r in changed.itertuples()]
-    return text + f"{len(changed)} of {len(controls)} verdicts differ from their twins': " + "; ".join(parts) + "."
+    verb = "differs" if len(changed) == 1 else "differ"
+    return text + f"{len(changed)} of {len(controls)} verdicts {verb} from their twins': " + "; ".join(parts) + "."
 
 
 def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
