@@ -7,7 +7,9 @@ in a key fails in seconds with a message naming the key and what is allowed.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,8 +21,8 @@ from typing import Any
 import jsonschema
 from jsonschema import validators
 
-from reprsim.dataset_labels import dataset_is_labelled
 from reprsim import conditioning
+from reprsim.dataset_labels import dataset_is_labelled
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.nets.gpt2_as_bert import untranslatable
@@ -616,6 +618,11 @@ def architecture_fields(architectures) -> dict[str, dict]:
     (to_dict) with their defaults, and the aliases it accepts (attribute_map: alias -> field).
     Read once per process, for all the architectures asked for at once."""
     missing = sorted(set(architectures) - set(_ARCHITECTURES))
+    stamp, cached = _transformers_stamp(), {}
+    if missing and stamp:
+        cached = _read_architecture_cache(stamp)
+        _ARCHITECTURES.update({name: cached[name] for name in missing if name in cached})
+        missing = sorted(set(architectures) - set(_ARCHITECTURES))
     if missing:
         result = subprocess.run([sys.executable, "-c", _DESCRIBE_ARCHITECTURES, *missing],
                                 capture_output=True, text=True, check=False)
@@ -623,7 +630,52 @@ def architecture_fields(architectures) -> dict[str, dict]:
             raise RuntimeError(f"could not read the transformers configs of {', '.join(missing)} to check "
                                f"the models' config keys:\n{result.stderr.strip()}")
         _ARCHITECTURES.update(json.loads(result.stdout.strip().splitlines()[-1]))
+        if stamp:
+            _write_architecture_cache(stamp, {**cached, **_ARCHITECTURES})
     return {name: _ARCHITECTURES[name] for name in architectures}
+
+
+# The child process costs about two seconds, paid by every Snakemake start (each SLURM job's too): its answer is kept
+# on disk, for the transformers install it came from (version, location, and its config registry's mtime).
+def _architecture_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reprsim" / "transformers-configs.json"
+
+
+def _transformers_stamp() -> str | None:
+    """What identifies the installed transformers, found without importing it; None when it is not installed."""
+    try:
+        spec = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    registry = Path(spec.origin).parent / "models" / "auto" / "configuration_auto.py"
+    try:
+        from importlib.metadata import version
+        return f"{version('transformers')} {spec.origin} {registry.stat().st_mtime_ns}"
+    except (OSError, ImportError, ValueError):
+        return None
+
+
+def _read_architecture_cache(stamp: str) -> dict:
+    try:
+        cache = json.loads(_architecture_cache().read_text())
+    except (OSError, ValueError):
+        return {}
+    return cache.get("architectures", {}) if isinstance(cache, dict) and cache.get("stamp") == stamp else {}
+
+
+def _write_architecture_cache(stamp: str, architectures: dict) -> None:
+    """Written whole, then renamed into place: a reader sees the old file or the new one. An unwritable cache
+    directory only costs the next start the child process again."""
+    path = _architecture_cache()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        partial.write_text(json.dumps({"stamp": stamp, "architectures": architectures}))
+        os.replace(partial, path)
+    except OSError:
+        pass
 
 
 def _kind_error(value: Any, default: Any) -> str | None:

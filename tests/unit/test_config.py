@@ -363,6 +363,27 @@ def test_a_cluster_jobs_snakemake_leaves_the_model_configs_to_the_submitting_one
         validate_config(default_config, model_configs=False)
 
 
+def test_the_config_classes_are_read_once_per_transformers_install(tmp_path, monkeypatch):
+    """The child process's answer is kept on disk for the install it came from: a second start reads it without
+    the child, and a changed install (another stamp) starts the child again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(config_module, "_ARCHITECTURES", {})
+    read = config_module.architecture_fields({"gpt2", "bert"})
+    assert read["gpt2"]["fields"]["n_embd"] == 768 and "hidden_size" in read["gpt2"]["aliases"]
+    assert (tmp_path / "reprsim" / "transformers-configs.json").is_file()
+
+    def no_child(*_, **__):
+        pytest.fail("started the child process although its answer is on disk")
+    monkeypatch.setattr(config_module, "_ARCHITECTURES", {})
+    monkeypatch.setattr(config_module.subprocess, "run", no_child)
+    assert config_module.architecture_fields({"gpt2", "bert"}) == read
+
+    monkeypatch.setattr(config_module, "_ARCHITECTURES", {})
+    monkeypatch.setattr(config_module, "_transformers_stamp", lambda: "another install")
+    with pytest.raises(pytest.fail.Exception, match="on disk"):
+        config_module.architecture_fields({"gpt2"})
+
+
 def test_architecture_aliases_are_fields_of_their_own():
     tiny = load_yaml(TINY)
     gpt2 = tiny["models"]["tiny-gpt2"]["config"]
