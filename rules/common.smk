@@ -7,6 +7,8 @@ import re
 from itertools import combinations_with_replacement
 
 from reprsim.config import first_label
+from reprsim.dataset_labels import dataset_is_labelled
+from reprsim.dimension_placebo import dimension_placebos
 from reprsim.relations import recipe
 from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths

@@ -18,11 +18,79 @@ def study_models():
     return list(dict.fromkeys(named))
 
 
+PLACEBOS = {placebo.job: placebo for placebo in dimension_placebos(config["models"], STUDY or {})}
+# competence on one yardstick where the study's dataset is labelled: every study model probed (floor included)
+PROBED_FOR_COMPETENCE = (study_models() if STUDY is not None and STUDY_DATASET in config["datasets"]
+                         and dataset_is_labelled(config["datasets"][STUDY_DATASET]) else [])
+
+
+# a linear probe of the dataset's labels on every layer of one study model, nested-cross-validated on the compared
+# rows (reprsim.stages.grounding.competence): the study's shared yardstick of competence
+rule competence_probe:
+    input:
+        store=lambda wildcards: store(wildcards.dataset, wildcards.model),
+        dataset=lambda wildcards: dataset_dir(wildcards.dataset),
+        code=code("competence_probe"),
+    output:
+        table=paths.COMPETENCE,
+    log:
+        paths.log(paths.COMPETENCE),
+    wildcard_constraints:
+        model=_one_of(PROBED_FOR_COMPETENCE),
+    params:
+        representation=STUDY_REPRESENTATION,
+        split=config["similarity"]["split"],
+        confidence=config["similarity"]["intervals"]["confidence"],
+        seed=config["similarity"]["intervals"]["seed"],
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/competence_probe.py"
+
+
+# the dimension placebo (universality.dimension_placebo): every reference seed reduced to a narrower width level's
+# width by one method, each against the other reference seeds, one job per method and width
+rule dimension_placebo:
+    input:
+        stores=[store(STUDY_DATASET, m) for m in (STUDY or {}).get("reference", [])],
+        terms=[paths.MODEL_TERMS.format(representation=STUDY_REPRESENTATION, dataset=STUDY_DATASET, model=m)
+               for m in (STUDY or {}).get("reference", [])],
+        code=code("dimension_placebo"),
+    output:
+        table=paths.DIMENSION_PLACEBO,
+        replicates=paths.DIMENSION_PLACEBO_RESAMPLES,
+    log:
+        paths.log(paths.DIMENSION_PLACEBO),
+    wildcard_constraints:
+        placebo=_one_of(PLACEBOS),
+    params:
+        reduce=lambda wildcards: canonical({"method": PLACEBOS[wildcards.placebo].method,
+                                            "dims": PLACEBOS[wildcards.placebo].dims,
+                                            "seed": STUDY["dimension_placebo"]["seed"],
+                                            "names": PLACEBOS[wildcards.placebo].names}),
+        reference=json.dumps((STUDY or {}).get("reference", [])),  # in the inputs' order (canonical JSON sorts keys)
+        specs=canonical({m: config["models"][m] for m in (STUDY or {}).get("reference", [])}),
+        representation=STUDY_REPRESENTATION,
+        split=config["similarity"]["split"],
+        measures=canonical(pair_measures(STUDY_REPRESENTATION)),
+        chance=canonical(config["similarity"]["chance"]),
+        intervals=canonical(config["similarity"]["intervals"]),
+    threads: 1
+    conda:
+        "../envs/compare.yaml"
+    script:
+        "../scripts/dimension_placebo.py"
+
+
 # declared whatever the config (a rule no target asks for never runs); its target only with a study
 rule universality:
     input:
         pairs=paths.PAIRS,
         replicates=paths.PAIR_RESAMPLES_ALL,
+        placebos=[paths.DIMENSION_PLACEBO.format(placebo=p) for p in PLACEBOS],
+        placebo_replicates=[paths.DIMENSION_PLACEBO_RESAMPLES.format(placebo=p) for p in PLACEBOS],
+        competence=[paths.COMPETENCE.format(dataset=STUDY_DATASET, model=m) for m in PROBED_FOR_COMPETENCE],
         models=[model_dir(m) for m in study_models()],  # each model's quality (meta.json)
         measure_tests=TARGETS["measure_tests"],  # measures that failed a grounding test leave the headline
         code=code("universality"),
@@ -49,6 +117,8 @@ rule universality:
         seed=config["similarity"]["intervals"]["seed"],
         dataset=STUDY_DATASET,
         representation=STUDY_REPRESENTATION,
+        # each dimension placebo's level label and its reduced copies' names (seed -> name), in the study's order
+        placebos=json.dumps([[p.level, p.names] for p in PLACEBOS.values()]),
     threads: 1
     conda:
         "../envs/compare.yaml"

@@ -5,7 +5,9 @@ from pathlib import Path
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
 from reprsim.io.tables import read_tables
-from reprsim.stages.universality.study import Study, select, statement, universality_tables
+from reprsim.stages.grounding.competence import best_layers
+from reprsim.stages.universality.study import (Study, select, statement, universality_tables,
+                                               with_dimension_placebos)
 
 with tee_to_log(snakemake.log[0]):
     config = json.loads(snakemake.params.study)
@@ -14,6 +16,9 @@ with tee_to_log(snakemake.log[0]):
     labels = config["measures"] or list(registered)
     ordered = {factor: {level: config["factors"][factor][level] for level in levels}
                for factor, levels in json.loads(snakemake.params.levels)}
+    metas = {Path(d).name: json.loads((Path(d) / "meta.json").read_text()) for d in snakemake.input.models}
+    placebos = json.loads(snakemake.params.placebos)
+    ordered, specs, metas = with_dimension_placebos(ordered, specs, metas, placebos)
     study = Study(reference=config["reference"], floor=config["floor"], factors=ordered,
                   margin=float(config["margin"]), confidence=float(snakemake.params.confidence), specs=specs,
                   measures={label: registered[label] for label in labels}, seed_draws=int(config["seed_draws"]),
@@ -21,11 +26,14 @@ with tee_to_log(snakemake.log[0]):
                   conditionings=json.loads(snakemake.params.conditionings))
     models = list(specs)
     where = (snakemake.params.dataset, snakemake.params.representation, labels, models)
-    pairs = select(read_tables([snakemake.input.pairs]), *where)
-    replicates = select(read_tables([snakemake.input.replicates]), *where)
-    metas = {Path(d).name: json.loads((Path(d) / "meta.json").read_text()) for d in snakemake.input.models}
+    pairs = select(read_tables([snakemake.input.pairs, *snakemake.input.placebos]), *where)
+    replicates = select(read_tables([snakemake.input.replicates, *snakemake.input.placebo_replicates]), *where)
     grounding = read_tables(snakemake.input.measure_tests) if snakemake.input.measure_tests else None
-    table, senses, curve, claims, controls = universality_tables(pairs, replicates, study, metas, grounding)
+    # each model's competence on the shared probe: its best-decoding layer's held-out accuracy and the chance level
+    competence = (best_layers(read_tables(snakemake.input.competence))[["accuracy", "chance", "layer"]]
+                  .to_dict("index") if snakemake.input.competence else {})
+    table, senses, curve, claims, controls = universality_tables(pairs, replicates, study, metas, grounding,
+                                                                 competence)
     sentences = statement(table, claims, study, senses, controls)
     for text in sentences["text"]:
         print(text, flush=True)

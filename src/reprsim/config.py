@@ -26,6 +26,7 @@ from reprsim.dataset_labels import dataset_is_labelled
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.nets.gpt2_as_bert import untranslatable
+from reprsim.dimension_placebo import dimension_placebos, model_width
 from reprsim.relations import study_errors, study_pairs
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.brought import NO_NETWORK, brought_models
@@ -531,6 +532,7 @@ def _study_errors(config: dict) -> Iterator[str]:
             yield _no_network("universality", name, NO_NETWORK["universality"])
         if not refused:
             yield from study_errors(config["models"], study)
+        yield from _placebo_errors(config["models"], study)
         for label in study.get("measures") or []:
             if label not in config["measures"]:
                 yield (f"key 'universality.measures' names {label!r}, which is not a label of `measures`; defined: "
@@ -542,6 +544,26 @@ def _study_errors(config: dict) -> Iterator[str]:
             yield "key 'similarity.pairs' is 'study', but the config has no `universality` study to take the pairs from"
         else:
             similarity["pairs"] = [list(pair) for pair in study_pairs(config["models"], study)]
+
+
+def _placebo_errors(models: dict, study: dict) -> Iterator[str]:
+    """A dimension placebo reduces the reference seeds to fewer dimensions than they have: each width asked for must
+    be below the reference's width, and without widths some width level must be narrower."""
+    asked = study.get("dimension_placebo")
+    if not asked or any(name not in models for name in study["reference"]):
+        return
+    full = model_width(models, study["reference"][0])
+    if full is None:
+        yield ("key 'universality.dimension_placebo' is set, but the reference's width is unknown: its models' "
+               "`config` gives none of n_embd, hidden_size, d_model")
+        return
+    wide = [dims for dims in asked.get("widths") or [] if dims >= full]
+    if wide:
+        yield (f"key 'universality.dimension_placebo.widths' has {', '.join(map(str, wide))}, not below the "
+               f"reference's width {full}: a placebo reduces the reference seeds to fewer dimensions")
+    elif not dimension_placebos(models, study):
+        yield (f"key 'universality.dimension_placebo' is set, but no width level is narrower than the reference "
+               f"({full}; widths as the models' `config` gives them): give `widths`, or a narrower width level")
 
 
 def _expand_checkpoints(config: dict, written: dict[str, str]) -> Iterator[str]:
@@ -833,9 +855,6 @@ class StudyDimensionWarning(UserWarning):
     """A universality study's measure treats models of different widths differently (docs/numerics.md §13c)."""
 
 
-WIDTH_KEYS = ("n_embd", "hidden_size", "d_model")  # a model's width where its `config` gives it
-
-
 def study_dimension_warnings(config: dict) -> list[str]:
     """A universality study whose models differ in width, with a measure whose `pca_dims` is not below the
     narrowest: the narrow models' layers enter whole while the wider ones' are cut to `pca_dims` principal
@@ -848,8 +867,7 @@ def study_dimension_warnings(config: dict) -> list[str]:
     named += [m for levels in (study.get("factors") or {}).values() for models in levels.values() for m in models]
     widths = {}
     for name in dict.fromkeys(named):
-        given = ((config.get("models") or {}).get(name) or {}).get("config") or {}
-        width = next((given[key] for key in WIDTH_KEYS if isinstance(given.get(key), int)), None)
+        width = model_width(config.get("models") or {}, name)
         if width is not None:
             widths[name] = width
     if len(set(widths.values())) < 2:

@@ -155,7 +155,8 @@ def test_the_controls_section_counts_each_controls_verdicts_and_lists_the_change
     assert "No artefact control in this study" in section and "<table" not in section  # the study has none
     # a control that changed one of its two verdicts
     base = {"dataset": "corpus", "representation": "mean", "factor": "width", "level": "n_embd 24", "control":
-            "linear_cka_pcs", "conditioning": "remove_top_pcs k=1", "measure": "linear_cka", "u": 0.97, "ci_low": 0.9,
+            "linear_cka_pcs", "conditioning": "remove_top_pcs k=1",
+            "change": "features conditioned by remove_top_pcs k=1", "measure": "linear_cka", "u": 0.97, "ci_low": 0.9,
             "ci_high": 1.04, "verdict": "as similar as seeds", "control_grounding_failed": "", "n": 400, "m": 200}
     controls = pd.DataFrame([
         {**base, "depth": "lower third", "control_u": 0.95, "control_ci_low": 0.91, "control_ci_high": 1.02,

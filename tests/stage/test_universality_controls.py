@@ -90,3 +90,55 @@ def test_the_statement_names_the_changed_verdicts_and_the_control_stays_out_of_p
     # the lead measure and the verdict counts read the measures on the stored features only
     level = said["data"]
     assert "(linear_cka;" in level and "2 grounded measures" in level
+
+
+def test_a_second_configuration_that_changes_only_a_swept_parameter_is_a_control_of_the_first():
+    """A k sweep (and a pca_dims or threshold one) by configuration: the measure again with one of those changed is
+    read against the first configuration; a change of any other parameter, or of two, makes a measure of its own."""
+    study = Study(reference=["a"], floor=["b"], factors={}, margin=0.1, confidence=0.95, specs={},
+                  measures={"knn": "mutual_knn", "knn_k40": "mutual_knn", "knn_k80": "mutual_knn",
+                            "svcca": "svcca", "svcca_16": "svcca", "svcca_both": "svcca", "cka": "cka",
+                            "cka_unbiased": "cka", "knn_clip": "mutual_knn"},
+                  params={"knn": {"k": 10}, "knn_k40": {"k": 40}, "knn_k80": {"k": 80}, "svcca": {"pca_dims": 32},
+                          "svcca_16": {"pca_dims": 16}, "svcca_both": {"pca_dims": 16, "threshold": 0.9},
+                          "cka": {"estimator": "biased"}, "cka_unbiased": {"estimator": "unbiased"},
+                          "knn_clip": {"k": 10}},
+                  conditionings={"knn_clip": "clip"})
+    assert {label: study.twin(label) for label in study.measures} == {
+        "knn": None, "knn_k40": "knn", "knn_k80": "knn", "svcca": None, "svcca_16": "svcca", "svcca_both": None,
+        "cka": None, "cka_unbiased": None, "knn_clip": "knn"}
+    assert study.control("knn_k40") == "k 10 → 40" and study.control("svcca_16") == "pca_dims 32 → 16"
+    assert study.control("knn_clip") == "features conditioned by clip q=0.95" and study.control("knn") == ""
+    assert study.sense("knn_k80") is None and study.sense("svcca_both") is not None  # a control is in no pool
+
+
+@pytest.fixture(scope="module")
+def swept_tables():
+    rng = np.random.default_rng(5)
+    shared = rng.normal(size=(LAYERS + 1, N, D))
+    models = {f"ref-s{s}": _model(shared, None, rng) for s in range(3)}
+    models |= {f"half-s{s}": _model(0.5 * shared + 0.9 * rng.normal(size=shared.shape), None, rng) for s in (3, 4)}
+    models |= {f"floor-s{s}": _model(rng.normal(size=(LAYERS + 1, N, D)), None, rng) for s in (9, 10)}
+    measures = {"knn": ("mutual_knn", {"k": 10}), "knn_k40": ("mutual_knn", {"k": 40})}
+    names = sorted(models)
+    pairs, replicates = pair_tables(models, [(a, b) for i, a in enumerate(names) for b in names[i + 1:]], measures,
+                                    resamples=RESAMPLES)
+    specs = {name: {"source": "init", "seed": int(name.rsplit("s", 1)[1])} for name in models}
+    study = Study(reference=["ref-s0", "ref-s1", "ref-s2"], floor=["floor-s9", "floor-s10"],
+                  factors={"data": {"half": ["half-s3", "half-s4"]}}, margin=0.1, confidence=0.95, specs=specs,
+                  measures={label: name for label, (name, _) in measures.items()},
+                  params={label: params for label, (_, params) in measures.items()})
+    return study, universality_tables(pairs, replicates, study, metas={})
+
+
+def test_a_k_sweep_is_read_against_its_first_k_in_every_level_and_third(swept_tables):
+    study, result = swept_tables
+    controls = result.controls
+    assert set(zip(controls["control"], controls["measure"], controls["change"])) == {("knn_k40", "knn", "k 10 → 40")}
+    assert len(controls) == 2 * 3 and (controls["changed"] == (controls["verdict"] != controls["control_verdict"])).all()
+    rows = result.universality[result.universality["measure"] == "knn_k40"]
+    assert not rows["headline"].any() and (rows["control"] == "k 10 → 40").all()
+    assert not any("knn_k40" in value for value in result.senses["measures"])
+    sentences = statement(result.universality, result.claims, study, result.senses, controls)
+    said = dict(zip(sentences["topic"], sentences["text"]))
+    assert said["controls"].startswith("Artefact controls (knn_k40 (knn, k 10 → 40)): ")

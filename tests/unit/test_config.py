@@ -254,6 +254,20 @@ def test_the_validator_warns_when_a_study_cuts_wide_models_to_pca_dims_but_not_t
         validate_config(config)
 
 
+def test_a_dimension_placebo_must_reduce_the_reference_to_fewer_dimensions():
+    config = load_yaml(REPO / "config" / "examples" / "universality.yaml")  # reference 128 wide, width level 256
+    config["universality"]["dimension_placebo"] = {"methods": ["random", "pca"]}
+    assert ("key 'universality.dimension_placebo' is set, but no width level is narrower than the reference (128; "
+            "widths as the models' `config` gives them): give `widths`, or a narrower width level") \
+        in problems_of(copy.deepcopy(config))
+    config["universality"]["dimension_placebo"]["widths"] = [64, 128]
+    assert ("key 'universality.dimension_placebo.widths' has 128, not below the reference's width 128: a placebo "
+            "reduces the reference seeds to fewer dimensions") in problems_of(copy.deepcopy(config))
+    config["universality"]["dimension_placebo"]["widths"] = [64]
+    validated = validate_config(config)
+    assert validated["universality"]["dimension_placebo"] == {"methods": ["random", "pca"], "widths": [64], "seed": 0}
+
+
 @pytest.mark.parametrize("params, expected", [
     ({"threshold": "0.9"}, "key 'measures.svcca.params.threshold' must be of type number; got '0.9' (str) (YAML read"),
     ({"threshold": 1.5}, "key 'measures.svcca.params.threshold' is 1.5; must be ≤ 1"),

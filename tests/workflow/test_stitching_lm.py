@@ -7,7 +7,7 @@ on the example's own specs in tests/stage/test_findings.py.)
 The same run holds a tiny universality study (config/examples/universality.yaml's stage): a second gelu seed, both
 gelu seeds keeping a checkpoint (models gpt-gelu-s0@30, gpt-gelu-s1@30, copied out of the one training job) and an
 untrained floor; `similarity.pairs: study` compares only the pairs the study reads; linear CKA on clipped features
-is its artefact control."""
+is its artefact control, and both gelu seeds reduced to 16 dimensions at random its dimension placebo."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ pytestmark = pytest.mark.workflow
 EXAMPLE = REPO / "config" / "examples" / "stitching-lm.yaml"
 MODELS = ["gpt-gelu-s0", "gpt-relu-s0"]
 STUDY = {"reference": ["gpt-gelu-s0", "gpt-gelu-s1"], "floor": ["floor-s9"],
-         "factors": {"training_time": {"step 30": ["gpt-gelu-s0@30", "gpt-gelu-s1@30"]}}}
+         "factors": {"training_time": {"step 30": ["gpt-gelu-s0@30", "gpt-gelu-s1@30"]}},
+         "dimension_placebo": {"methods": ["random"], "widths": [16]}}
+PLACEBO = "a random projection to 16 dims"
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +81,11 @@ def test_the_asymmetry_between_activations_is_judged(run):
 
 
 def test_the_study_shares_seed_level_similarity_over_training_time(run):
-    """The universality stage on the run: one level (the checkpoints at step 30), each third with u, its interval and
+    """The universality stage on the run: one level (the checkpoints at step 30) and the dimension placebo, each third
+    with u, its interval and
     a verdict; the convergence claims; the statement on the main page and the study's page."""
     table = pd.read_parquet(run / "results" / "tables" / "universality.parquet")
-    assert set(table["factor"]) == {"training_time"} and set(table["level"]) == {"step 30"}
+    assert set(zip(table["factor"], table["level"])) == {("training_time", "step 30"), ("dimension", PLACEBO)}
     thirds = table[table["depth"].str.endswith("third")]
     assert set(thirds["depth"]) == {"lower third", "middle third", "upper third"}
     assert set(table["verdict"]) <= set(VERDICTS)
@@ -103,7 +106,7 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
         assert "What is universal?" in (run / "results" / "report" / page).read_text()
     # per sense: linear CKA answers in the geometric one; every other sense's row says why it is empty
     senses = pd.read_parquet(run / "results" / "tables" / "universality_senses.parquet")
-    assert set(senses["sense"]) == set(SENSES) and set(senses["factor"]) == {"seeds", "training_time"}
+    assert set(senses["sense"]) == set(SENSES) and set(senses["factor"]) == {"seeds", "training_time", "dimension"}
     measured = senses[senses["verdict"] != "not measured"]
     assert set(measured["sense"]) == {"geometry"} and (measured["measures"] == "linear_cka").all()
     assert len(measured[measured["factor"] == "seeds"]) == 3  # the seed siblings against identical copies
@@ -118,8 +121,29 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     assert clipped["meta"].str.contains('"conditioning": "clip q=0.95"').all()
     controls = pd.read_parquet(run / "results" / "tables" / "universality_controls.parquet")
     assert set(zip(controls["control"], controls["measure"], controls["level"])) == {
-        ("linear_cka_clip", "linear_cka", "step 30")}
-    assert len(controls) == 3 and (controls["changed"] == (controls["verdict"] != controls["control_verdict"])).all()
+        ("linear_cka_clip", "linear_cka", "step 30"), ("linear_cka_clip", "linear_cka", PLACEBO)}
+    assert len(controls) == 6 and (controls["changed"] == (controls["verdict"] != controls["control_verdict"])).all()
     assert statement.loc[statement["topic"] == "controls", "text"].iloc[0].startswith(
-        "Artefact controls (linear_cka_clip (linear_cka, clip q=0.95)): ")
+        "Artefact controls (linear_cka_clip (linear_cka, features conditioned by clip q=0.95)): ")
     assert "<h2 id='controls'>Artefact controls</h2>" in page and "linear_cka_clip" not in "".join(senses["measures"])
+    # the dimension placebo: each gelu seed reduced to 16 of its 32 dimensions (one job), met by the other seed
+    placebo = pd.read_parquet(run / "results" / "universality" / "placebo" / "random16.parquet")
+    # named in sorted order, as every pair table: the study looks pairs up so
+    assert set(zip(placebo["model_a"], placebo["model_b"])) == {("gpt-gelu-s0~random16", "gpt-gelu-s1"),
+                                                               ("gpt-gelu-s0", "gpt-gelu-s1~random16")}
+    reduced = table[(table["factor"] == "dimension") & table["depth"].str.endswith("third")]
+    assert len(reduced) == 3 * table["measure"].nunique() and set(reduced["verdict"]) <= set(VERDICTS)
+    # u is defined where the seeds stand clear of the floor: in the same cells as the checkpoints' level
+    level = table[(table["factor"] == "training_time") & table["depth"].str.endswith("third")]
+    defined = {(r.measure, r.depth) for r in level.itertuples() if pd.notna(r.u)}
+    assert defined and {(r.measure, r.depth) for r in reduced.itertuples() if pd.notna(r.u)} == defined
+    assert statement.loc[statement["topic"] == "dimension", "text"].iloc[0].startswith(
+        f"The dimension placebo, the reference seeds reduced by {PLACEBO} and scored as a level")
+    # competence on one yardstick: every study model probed on the compared rows (one job each), the checkpoints'
+    # mean beside the seeds' range and the chance level; the reduced copies are not probed
+    probed = sorted(p.stem for p in (run / "results" / "grounding" / "competence").rglob("*.parquet"))
+    assert probed == sorted(["floor-s9", "gpt-gelu-s0", "gpt-gelu-s0@30", "gpt-gelu-s1", "gpt-gelu-s1@30"])
+    checkpoints = table[table["factor"] == "training_time"]
+    assert checkpoints["probe_accuracy"].between(0, 1).all() and checkpoints["probe_chance"].between(0.5, 1).all()
+    assert (table.loc[table["factor"] == "dimension", "probe_note"] == "not probed").all()
+    assert "On the shared probe its best layer decodes the labels at" in sentence

@@ -92,11 +92,18 @@ PREDICTIONS = "results/grounding/predictions/{dataset}/{model}.parquet"
 DELETION_PROBES = "results/grounding/probes/{dataset}/{model}.parquet"
 MEASURE_TESTS_PART = "results/grounding/measures/{label}.parquet"
 MEASURE_TESTS = "results/tables/measure_tests.parquet"
+# each universality study model's competence on one yardstick: a linear probe of the labels on every layer,
+# nested-cross-validated on the compared rows (rule competence_probe)
+COMPETENCE = "results/grounding/competence/{dataset}/{model}.parquet"
 
 # what is universal (stage universality): each factor level's share of seed-level similarity per measure and depth,
 # and per sense of similarity and third; cross-seed similarity over training time and its claims, and the statement
 # written out from them
 UNIVERSALITY = "results/tables/universality.parquet"
+# the dimension placebo's pair tables (rule dimension_placebo): the reference seeds reduced by one method to one width
+# ({placebo}: e.g. random64), each against the reference's other seeds
+DIMENSION_PLACEBO = "results/universality/placebo/{placebo}.parquet"
+DIMENSION_PLACEBO_RESAMPLES = "results/universality/placebo/{placebo}.resamples.parquet"
 UNIVERSALITY_SENSES = "results/tables/universality_senses.parquet"
 UNIVERSALITY_CONTROLS = "results/tables/universality_controls.parquet"
 UNIVERSALITY_CONVERGENCE = "results/tables/universality_convergence.parquet"
@@ -155,6 +162,7 @@ MADE_BY = {
     MODEL_SUMMARY_FIGURE: "model_summary_figure",
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
     REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report", REPORT_UNIVERSALITY: "report",
+    COMPETENCE: "competence_probe", DIMENSION_PLACEBO: "dimension_placebo", DIMENSION_PLACEBO_RESAMPLES: "dimension_placebo",
     UNIVERSALITY: "universality", UNIVERSALITY_SENSES: "universality", UNIVERSALITY_CONTROLS: "universality",
     UNIVERSALITY_CONVERGENCE: "universality",
     UNIVERSALITY_CLAIMS: "universality", UNIVERSALITY_STATEMENT: "universality",

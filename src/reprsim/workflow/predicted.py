@@ -107,6 +107,7 @@ class PredictedFacts(FileFacts):
     def __init__(self, config: Mapping, local_rows: Callable[[str, Mapping], dict[str, int]] | None = None):
         super().__init__(config)
         self.local_rows = local_rows
+        self._counted: dict[str, dict[str, int]] = {}  # a local dataset's files are read once per plan, not per job
 
     def dataset_sizes(self, dataset: str) -> dict[str, int]:
         try:
@@ -125,7 +126,9 @@ class PredictedFacts(FileFacts):
             if self.local_rows is None:
                 raise UnknownSize(f"dataset {dataset!r}: a local dataset's rows are counted by the data stage's "
                                   "reader, which this caller did not pass (reprsim plan does)")
-            return self.local_rows(dataset, spec)
+            if dataset not in self._counted:
+                self._counted[dataset] = self.local_rows(dataset, spec)
+            return self._counted[dataset]
         entry = self.hub_dataset(dataset)
         return {ours: entry["rows"][theirs] for ours, theirs in spec["splits"].items()}
 

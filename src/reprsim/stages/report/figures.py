@@ -934,7 +934,8 @@ def measure_agreement_figure(tables: Tables, out_path: str | Path, measures: dic
 # ----------------------------------------------------------------- what is universal (stage universality)
 
 THIRDS = ("lower third", "middle third", "upper third")
-FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo"}
+FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo",
+                "dimension": "dimension placebo"}
 # lower, middle, upper third on the convergence curves: Okabe and Ito's orange, bluish green and blue
 THIRD_COLOURS = {"lower third": "#E69F00", "middle third": "#009E73", "upper third": "#0072B2"}
 THIRD_MARKERS = {"lower third": "o", "middle third": "s", "upper third": "^"}
@@ -953,6 +954,15 @@ def _headline_order(rows: pd.DataFrame) -> list[str]:
     headline = first["headline"].astype(bool) if "headline" in first else pd.Series(True, index=first.index)
     return sorted(measures, key=lambda m: (not headline[m], FAMILY_ORDER.index(family[m]) if family[m] in FAMILY_ORDER
                                            else len(FAMILY_ORDER), measures.index(m)))
+
+
+def _control_of(rows: pd.DataFrame) -> str:
+    """What a measure's rows change as an artefact control ("" for none): the study's `control` column (a table
+    written before it had one: the conditioning)."""
+    if "control" in rows:
+        return str(rows["control"].iloc[0])
+    conditioning = str(rows["conditioning"].iloc[0]) if "conditioning" in rows else "none"
+    return "" if conditioning == "none" else conditioning
 
 
 def _failed_grounding(rows: pd.DataFrame) -> bool:
@@ -1061,9 +1071,9 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
         family = rows["family"].iloc[0] if "family" in rows else ""
         name = f"{family} · {MEASURE_LABELS.get(label, label)}" if family else MEASURE_LABELS.get(label, label)
         failed = str(rows["grounding_failed"].iloc[0]) if "grounding_failed" in rows else ""
-        conditioning = str(rows["conditioning"].iloc[0]) if "conditioning" in rows else "none"
-        if conditioning != "none":  # an artefact control: its twin's panel is beside it
-            name = f"{name}\ncontrol: {conditioning}"
+        control = _control_of(rows)
+        if control:  # an artefact control: its twin's panel is beside it
+            name = f"{name}\ncontrol: {control}"
         if _failed_grounding(rows):
             # the tests without their variants (monotonicity:spearman -> monotonicity): a panel's width holds them
             tests = ", ".join(dict.fromkeys(t.strip().split(":")[0] for t in failed.split(",") if t.strip()))

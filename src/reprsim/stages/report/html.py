@@ -1136,7 +1136,8 @@ def which_measure(inputs: ReportInputs) -> dict | None:
 # ----------------------------------------------------------------- what is universal (stage universality)
 
 THIRDS = ("lower third", "middle third", "upper third")
-FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo"}
+FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo",
+                "dimension": "dimension placebo"}
 CLAIM_STATISTICS = {"last minus first": "last − first step", "spearman_rho_step": "Spearman ρ with the step",
                     "spearman_rho_loss": "Spearman ρ with the validation loss falling"}
 
@@ -1193,6 +1194,16 @@ def _quality(row) -> tuple[str, str]:
     return f"{row.quality:.3f}", seeds
 
 
+def _probe(row) -> dict:
+    """A level's competence on the shared probe (its best layer's held-out accuracy) with the seeds' range and the
+    chance level, as shown; "–" for a level not probed (a table written before the probe: no column)."""
+    accuracy = getattr(row, "probe_accuracy", float("nan"))
+    if _number(accuracy) == "–":
+        return {"probe": "–", "probe_seeds": ""}
+    return {"probe": f"{accuracy:.3f}", "probe_seeds": f"seeds {row.probe_reference_low:.3f}–"
+                                                       f"{row.probe_reference_high:.3f}; chance {row.probe_chance:.3f}"}
+
+
 def universality_section(inputs: ReportInputs) -> dict | None:
     """The factor × depth matrix of verdicts per measure (figure), the verdicts' colours, and the thirds as a table:
     per factor level (its models, its quality beside the seed siblings') and measure, u with its interval and its
@@ -1229,7 +1240,9 @@ def universality_section(inputs: ReportInputs) -> dict | None:
         for label in [m for m in measures if m in set(rows["measure"])]:
             mine = rows[rows["measure"] == label].iloc[0]
             doubtful = bool(str(mine["grounding_failed"]))
-            control = str(mine["conditioning"]) if "conditioning" in mine else "none"
+            # what it changes as an artefact control ("" for none; a table without the column: its conditioning)
+            control = str(mine["control"]) if "control" in mine else (
+                "" if str(mine.get("conditioning", "none")) == "none" else str(mine["conditioning"]))
             row_cells = []
             for depth in depths:
                 key = (factor, level, label, depth)
@@ -1242,13 +1255,14 @@ def universality_section(inputs: ReportInputs) -> dict | None:
                 row_cells.append({"value": _with_interval(cell["u"], cell["ci_low"], cell["ci_high"]) + rows_only
                                   if _number(cell["u"]) != "–" else "undefined",
                                   "verdict": verdict, "colour": UNIVERSALITY_VERDICTS.get(verdict, "#FFFFFF")})
-            shown.append({"measure": _measure_name(label) + ("" if control == "none" else f" (control: {control})"),
+            shown.append({"measure": _measure_name(label) + (f" (control: {control})" if control else ""),
                           "doubtful": doubtful, "cells": row_cells})
         levels.append({"factor": FACTOR_NAMES.get(factor, factor), "level": level, "models": str(first.models),
-                       "quality": quality, "seeds": seeds, "note": str(first.quality_note), "measures": shown})
+                       "quality": quality, "seeds": seeds, "note": str(first.quality_note), "measures": shown,
+                       **_probe(first)})
     failed = thirds.loc[thirds["grounding_failed"].astype(str) != "", ["measure", "grounding_failed"]
                         ].drop_duplicates("measure")
-    section.update(depths=depths, levels=levels,
+    section.update(depths=depths, levels=levels, probed=any(level["probe"] != "–" for level in levels),
                    failed=[{"measure": _measure_name(r.measure), "tests": str(r.grounding_failed)}
                            for r in failed.itertuples()],
                    quality_metric=metrics[0] if len(metrics) == 1 else "quality")
@@ -1316,7 +1330,8 @@ def controls_section(inputs: ReportInputs) -> dict | None:
     for control, rows in table.groupby("control", sort=False):
         first = rows.iloc[0]
         section["controls"].append({"control": _measure_name(control), "measure": _measure_name(first["measure"]),
-                                    "conditioning": str(first["conditioning"]), "cells": len(rows),
+                                    "change": str(first["change"]) if "change" in first else
+                                    f"features conditioned by {first['conditioning']}", "cells": len(rows),
                                     "changed": int(rows["changed"].sum())})
     changed = table[table["changed"].astype(bool)]
     if len(changed):
@@ -1326,7 +1341,8 @@ def controls_section(inputs: ReportInputs) -> dict | None:
             "measure": [_measure_name(m) for m in changed["measure"]],
             f"u [{inputs.confidence:.0%} interval]: verdict": [
                 f"{_with_interval(r.u, r.ci_low, r.ci_high)}: {r.verdict}" for r in changed.itertuples()],
-            "control": [f"{_measure_name(r.control)} ({r.conditioning})" for r in changed.itertuples()],
+            "control": [f"{_measure_name(r.control)} ({getattr(r, 'change', r.conditioning)})"
+                        for r in changed.itertuples()],
             f"control's u [{inputs.confidence:.0%} interval]: verdict": [
                 f"{_with_interval(r.control_u, r.control_ci_low, r.control_ci_high)}: {r.control_verdict}"
                 for r in changed.itertuples()]})

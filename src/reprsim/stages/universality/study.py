@@ -30,21 +30,26 @@ COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", 
            "n_floor_models",
            "s_variant", "s_variant_low", "s_variant_high", "s_seeds", "s_seeds_low", "s_seeds_high",
            "s_floor", "s_floor_low", "s_floor_high", "n_variant_pairs", "n_seed_pairs", "n_floor_pairs",
-           "grounding_failed", "conditioning", "headline", "quality_metric", "quality", "reference_quality_low",
-           "reference_quality_high", "quality_note", "n", "m", "n_resamples"]
+           "grounding_failed", "conditioning", "control", "headline", "quality_metric", "quality",
+           "reference_quality_low", "reference_quality_high", "quality_note", "probe_accuracy", "probe_reference_low",
+           "probe_reference_high", "probe_chance", "probe_note", "n", "m", "n_resamples"]
 CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "layer", "level", "step",
                        "similarity", "ci_low", "ci_high", "validation_cross_entropy", "n_seed_pairs", "n", "m"]
 SENSE_COLUMNS = ["dataset", "representation", "factor", "level", "models", "sense", "question", "depth", "u", "ci_low",
                  "ci_high", "interval_basis", "verdict", "margin", "measures", "n_measures", "left_out", "n", "m"]
-CONTROL_COLUMNS = ["dataset", "representation", "factor", "level", "depth", "control", "conditioning", "measure",
-                   "u", "ci_low", "ci_high", "verdict", "control_u", "control_ci_low", "control_ci_high",
+CONTROL_COLUMNS = ["dataset", "representation", "factor", "level", "depth", "control", "conditioning", "change",
+                   "measure", "u", "ci_low", "ci_high", "verdict", "control_u", "control_ci_low", "control_ci_high",
                    "control_verdict", "changed", "control_grounding_failed", "n", "m"]
 CLAIM_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "statistic", "estimate", "ci_low",
                  "ci_high", "verdict", "first_step", "last_step", "n_checkpoints", "headline", "n", "m"]
 FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "objective": "objective",
-                "training_time": "training time", "placebo": "nothing (the seed placebo)"}
+                "training_time": "training time", "placebo": "nothing (the seed placebo)",
+                "dimension": "dimension alone (the dimension placebo)"}
 PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
 FUNCTION_UNMEASURED = "no stitching into the reference in this study"
+# parameters a measure can be swept in (a k sweep of a neighbourhood measure; the dimensions a CCA-family measure
+# keeps): a second configuration of the measure that changes one of them is read as a control of the first
+SWEPT = ("k", "pca_dims", "threshold")
 
 
 @dataclass(frozen=True)
@@ -71,22 +76,70 @@ class Study:
     def conditioning(self, label: str) -> str:
         return describe_conditioning(parse_conditioning((self.conditionings or {}).get(label)))
 
+    def _params(self, label: str) -> Mapping:
+        return (self.params or {}).get(label) or {}
+
+    def _swept(self, label: str) -> tuple[str, str] | None:
+        """(the measure `label` sweeps, the parameter it changes): the first measure before it in the configuration
+        with the same measure on the stored features whose params differ from its own in one of :data:`SWEPT`
+        alone, itself no sweep of another; None for a measure that sweeps none."""
+        if self.conditioning(label) != "none":
+            return None
+        mine = self._params(label)
+        for other in self.measures:
+            if other == label:
+                return None
+            theirs = self._params(other)
+            differ = {key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key)}
+            if (self.measures[other] == self.measures[label] and self.conditioning(other) == "none"
+                    and len(differ) == 1 and differ <= set(SWEPT) and self._swept(other) is None):
+                return other, differ.pop()
+        return None
+
     def is_control(self, label: str) -> bool:
-        return self.conditioning(label) != "none"
+        """A measure on conditioned features, or one that sweeps an earlier measure's k, pca_dims or threshold."""
+        return self.conditioning(label) != "none" or self._swept(label) is not None
+
+    def control(self, label: str) -> str:
+        """What a control changes from its twin ("" for a measure that is no control): its features' conditioning,
+        or the swept parameter with both values."""
+        if self.conditioning(label) != "none":
+            return f"features conditioned by {self.conditioning(label)}"
+        swept = self._swept(label)
+        if swept is None:
+            return ""
+        twin, key = swept
+        return f"{key} {self._params(twin).get(key, 'default')} → {self._params(label).get(key, 'default')}"
 
     def sense(self, label: str) -> str | None:
         """The sense the label's measure answers in; None for a control (its twin answers for it)."""
-        return None if self.is_control(label) else sense_of(self.measures[label], (self.params or {}).get(label))
+        return None if self.is_control(label) else sense_of(self.measures[label], self._params(label))
 
     def twin(self, label: str) -> str | None:
-        """The first measure on the stored features with the control's measure and params; None without one, and
-        for a measure that is no control."""
+        """The measure a control is read against: for one on conditioned features the first measure on the stored
+        features with its measure and params; for a sweep the measure it sweeps; None without one, and for a measure
+        that is no control."""
+        swept = self._swept(label)
+        if swept is not None:
+            return swept[0]
         if not self.is_control(label):
             return None
-        params = (self.params or {}).get(label) or {}
+        params = self._params(label)
         return next((other for other in self.measures if not self.is_control(other)
-                     and self.measures[other] == self.measures[label]
-                     and ((self.params or {}).get(other) or {}) == params), None)
+                     and self.measures[other] == self.measures[label] and self._params(other) == params), None)
+
+
+def with_dimension_placebos(factors: Mapping[str, Mapping[str, list[str]]], specs: Mapping[str, Mapping],
+                            metas: Mapping[str, Mapping], placebos: Sequence[tuple[str, Mapping[str, str]]]):
+    """(factors, specs, metas) with each dimension placebo (level label, {reference seed: its reduced copy's name};
+    reprsim.dimension_placebo.DimensionPlacebo) a level of factor "dimension": each copy stands in for a model with its
+    seed's spec (so that it never meets its own seed, reprsim.relations.cross_seed) and its seed's fit."""
+    if not placebos:
+        return factors, specs, metas
+    copies = {name: seed for _, names in placebos for seed, name in names.items()}
+    return ({**factors, "dimension": {level: list(names.values()) for level, names in placebos}},
+            {**specs, **{name: specs[seed] for name, seed in copies.items()}},
+            {**metas, **{name: metas[seed] for name, seed in copies.items() if seed in metas}})
 
 
 def quality(meta: Mapping) -> tuple[str, float]:
@@ -124,10 +177,29 @@ class StudyTables(NamedTuple):
     controls: pd.DataFrame  # each artefact control's verdict beside its twin's, per factor level and third
 
 
+def _competence(models: Sequence[str], reference: Sequence[str], competence: Mapping[str, Mapping]) -> dict:
+    """A level's competence on the shared probe (reprsim.stages.grounding.competence): its models' mean best-layer
+    accuracy beside the reference seeds' range and the chance level; NaN and a note where a model was not probed
+    (a dimension placebo's reduced copies, a dataset without labels)."""
+    accuracy = [competence[m]["accuracy"] for m in models if m in competence]
+    seeds = [competence[m]["accuracy"] for m in reference if m in competence]
+    if len(accuracy) < len(models) or not seeds:
+        return {"probe_accuracy": np.nan, "probe_reference_low": np.nan, "probe_reference_high": np.nan,
+                "probe_chance": np.nan, "probe_note": "not probed"}
+    value, low, high = float(np.mean(accuracy)), float(np.min(seeds)), float(np.max(seeds))
+    note = ("within the seed siblings' spread" if low <= value <= high else
+            f"{'better' if value > high else 'worse'} than every seed sibling")
+    return {"probe_accuracy": value, "probe_reference_low": low, "probe_reference_high": high,
+            "probe_chance": float(competence[models[0]]["chance"]), "probe_note": note}
+
+
 def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: Study, metas: Mapping[str, Mapping],
-                        grounding: pd.DataFrame | None = None) -> StudyTables:
+                        grounding: pd.DataFrame | None = None,
+                        competence: Mapping[str, Mapping] | None = None) -> StudyTables:
     """The study's tables (:class:`StudyTables`) from the pair tables and replicates of one dataset and
-    representation."""
+    representation; `competence` (model -> {accuracy, chance}: the shared probe's best layer) puts each level's
+    competence beside its own loss."""
+    competence = competence or {}
     if pairs.empty:
         raise ValueError("the universality study has no pair table to read")
     (dataset, representation), = pairs[["dataset", "representation"]].drop_duplicates().itertuples(index=False)
@@ -151,14 +223,16 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     levels = [(*PLACEBO, list(study.reference), placebo_couples, draw(study.reference, placebo=True), {
         "quality_metric": quality(metas.get(study.reference[0], {}))[0], "quality": float(np.mean(reference_quality)),
         "reference_quality_low": low, "reference_quality_high": high,
-        "quality_note": "the reference seeds themselves"})] if len(seed_couples) >= 3 else []
+        "quality_note": "the reference seeds themselves",
+        **_competence(study.reference, study.reference, competence)})] if len(seed_couples) >= 3 else []
     for factor, named in study.factors.items():
         for level, models in named.items():
             metric, _ = quality(metas.get(models[0], {}))
             value = float(np.mean([quality(metas.get(m, {}))[1] for m in models]))
             levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), draw(models), {
                 "quality_metric": metric, "quality": value, "reference_quality_low": low,
-                "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high)}))
+                "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high),
+                **_competence(models, study.reference, competence)}))
     rows, curve, claims = [], [], []
     groups = depth_groups(reference_depth)
     kept: dict[str, dict[tuple[str, str], Terms]] = {}  # label -> (factor, level) -> its terms, for the senses
@@ -174,7 +248,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
         seeds_null = term(nulls, seed_couples, depths, reference_depth).mean()[0] if nulls else None
         common = {"dataset": dataset, "representation": representation, "measure": label,
                   "family": study.family(label), "grounding_failed": ", ".join(failed.get(label, [])),
-                  "conditioning": study.conditioning(label),
+                  "conditioning": study.conditioning(label), "control": study.control(label),
                   "headline": label not in failed and not study.is_control(label), "n": arrays.n, "m": arrays.m,
                   "n_resamples": int(seeds.draws.shape[1])}
         for factor, level, models, couples, counts, fit in levels:
@@ -213,8 +287,9 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
 
 
 def _control_table(table: pd.DataFrame, study: Study) -> pd.DataFrame:
-    """Each artefact control (a measure on conditioned features) beside its twin on the stored features, per
-    factor level and third: both u, intervals and verdicts, and whether the conditioning changed the verdict."""
+    """Each artefact control (a measure on conditioned features, or a sweep of one parameter) beside its twin, per
+    factor level and third: both u, intervals and verdicts, what the control changes, and whether the verdict
+    changed."""
     rows = []
     thirds = table[table["depth"].str.endswith("third")].set_index(["measure", "factor", "level", "depth"])
     for control in study.measures:
@@ -225,6 +300,7 @@ def _control_table(table: pd.DataFrame, study: Study) -> pd.DataFrame:
             base = thirds.loc[(twin, factor, level, depth)]
             rows.append({"dataset": mine["dataset"], "representation": mine["representation"], "factor": factor,
                          "level": level, "depth": depth, "control": control, "conditioning": mine["conditioning"],
+                         "change": mine["control"],
                          "measure": twin, "u": base["u"], "ci_low": base["ci_low"], "ci_high": base["ci_high"],
                          "verdict": base["verdict"], "control_u": mine["u"], "control_ci_low": mine["ci_low"],
                          "control_ci_high": mine["ci_high"], "control_verdict": mine["verdict"],
@@ -413,7 +489,7 @@ def sense_sentence(senses: pd.DataFrame, factor: str, level: str) -> str:
 
 def controls_sentence(controls: pd.DataFrame) -> str:
     """What the artefact controls did to the verdicts: each changed verdict, or that none changed."""
-    named = ", ".join(f"{r.control} ({r.measure}, {r.conditioning})"
+    named = ", ".join(f"{r.control} ({r.measure}, {r.change})"
                       for r in controls.drop_duplicates("control").itertuples())
     changed = controls[controls["changed"]]
     text = f"Artefact controls ({named}): "
@@ -465,8 +541,14 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         basis = (f"seeds and rows: {count} models, {len(study.reference)} reference seeds, {len(study.floor)} floor "
                  "models resampled" if rows["interval_basis"].iloc[0] == "seeds and rows"
                  else "rows only: one model, so the interval says nothing of other seeds of this recipe")
-        text = (f"Changing {FACTOR_NAMES.get(factor, factor)} to {level} ({rows['models'].iloc[0]}) keeps {shares} "
-                f"of the similarity seed siblings share ({lead}; 0 = the floor, 1 = another seed; {basis}).")
+        if factor == "dimension":  # nothing learned differently: what the width alone does to the measure
+            text = (f"The dimension placebo, the reference seeds reduced by {level} and scored as a level "
+                    f"({rows['models'].iloc[0]}), keeps {shares} of the similarity seed siblings share ({lead}; 0 = "
+                    f"the floor, 1 = another seed; {basis}): what the width alone does to this measure.")
+        else:
+            text = (f"Changing {FACTOR_NAMES.get(factor, factor)} to {level} ({rows['models'].iloc[0]}) keeps "
+                    f"{shares} of the similarity seed siblings share ({lead}; 0 = the floor, 1 = another seed; "
+                    f"{basis}).")
         if "u_null_zero" in mine and mine["u_null_zero"].notna().any():
             text += (" With the shuffled-row chance level as zero instead of the untrained floor: "
                      + ", ".join(f"{_format(r.u_null_zero, r.u_null_zero_low, r.u_null_zero_high)}"
@@ -483,6 +565,11 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         note = rows["quality_note"].iloc[0]
         if note.startswith(("better", "worse")):
             text += f" Its fit ({rows['quality_metric'].iloc[0]}) is {note}."
+        first = rows.iloc[0]
+        if np.isfinite(first["probe_accuracy"]):  # the shared yardstick: comparable across objectives and data
+            text += (f" On the shared probe its best layer decodes the labels at {first['probe_accuracy']:.2f} (the "
+                     f"seeds {first['probe_reference_low']:.2f}–{first['probe_reference_high']:.2f}, chance "
+                     f"{first['probe_chance']:.2f}): {first['probe_note']}.")
         sentences.append({"topic": factor, "level": level, "text": text})
     if not claims.empty and lead is not None:
         mine = claims[(claims["measure"] == lead) & claims["depth"].str.endswith("third")]
