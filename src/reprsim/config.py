@@ -941,7 +941,6 @@ def measures_errors(measures: dict, schema_path: str | Path = SCHEMA_PATH) -> li
 
 def _conditioning_errors(config: dict) -> list[str]:
     """A measure's conditioning whose setting belongs to another method (the schema allows each key of both)."""
-
     out = []
     measures = config.get("measures")
     for label, spec in (measures.items() if isinstance(measures, dict) else ()):
