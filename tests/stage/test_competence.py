@@ -76,6 +76,12 @@ def test_the_study_puts_each_levels_competence_beside_the_seeds_and_says_it():
     said = sentences.set_index("topic").loc["data", "text"]
     assert ("On the shared probe its best layer decodes the labels at 0.71 (the seeds 0.80–0.84, chance 0.51): "
             "worse than every seed sibling.") in said
+    # a level outside the seeds' range by less than the probe's own interval is within their spread
+    close = {**competence, **{m: {**competence[m], "accuracy": 0.79, "ci_low": 0.75, "ci_high": 0.83}
+                              for m in ("level-s3", "level-s4")}}
+    level = universality_tables(pairs, replicates, study, metas={}, competence=close).universality
+    assert level.loc[level["level"] == "other", "probe_note"].iloc[0] == (
+        "within the seed siblings' spread (outside their range by less than the probe's ±0.040 over rows)")
     unprobed = universality_tables(pairs, replicates, study, metas={})
     assert unprobed.universality["probe_accuracy"].isna().all()
     assert (unprobed.universality["probe_note"] == "not probed").all()

@@ -187,8 +187,13 @@ def _competence(models: Sequence[str], reference: Sequence[str], competence: Map
         return {"probe_accuracy": np.nan, "probe_reference_low": np.nan, "probe_reference_high": np.nan,
                 "probe_chance": np.nan, "probe_note": "not probed"}
     value, low, high = float(np.mean(accuracy)), float(np.min(seeds)), float(np.max(seeds))
-    note = ("within the seed siblings' spread" if low <= value <= high else
+    # beyond the seeds' range only by more than the probe's own uncertainty (its interval's half-width over rows)
+    half = float(np.mean([(competence[m]["ci_high"] - competence[m]["ci_low"]) / 2 for m in models
+                          if "ci_low" in competence[m]] or [0.0]))
+    note = ("within the seed siblings' spread" if low - half <= value <= high + half else
             f"{'better' if value > high else 'worse'} than every seed sibling")
+    if half and note.startswith("within") and not low <= value <= high:
+        note += f" (outside their range by less than the probe's ±{half:.3f} over rows)"
     return {"probe_accuracy": value, "probe_reference_low": low, "probe_reference_high": high,
             "probe_chance": float(competence[models[0]]["chance"]), "probe_note": note}
 
