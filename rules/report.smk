@@ -325,7 +325,8 @@ rule stitching_figure:
         "../scripts/plot_figure.py"
 
 
-# What is universal? (stage universality, rules/universality.smk): the factor × depth matrix of verdicts per measure;
+# What is universal? (stage universality, rules/universality.smk): the factor × sense matrix; the factor × depth
+# matrix of verdicts per measure;
 # with a training_time factor, cross-seed similarity over training. The rules exist without a study too (their
 # targets are then empty), like the other figures'.
 rule universality_figure:
@@ -339,6 +340,24 @@ rule universality_figure:
         paths.log(paths.UNIVERSALITY_FIGURE),
     params:
         figure="universality",
+        options={"confidence": config["similarity"]["intervals"]["confidence"]},
+    threads: 1
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/plot_figure.py"
+
+
+rule senses_figure:
+    input:
+        table=paths.UNIVERSALITY_SENSES,
+        code=code("plot_figure"),
+    output:
+        figure=report(paths.SENSES_FIGURE, category="Universality", caption=f"{CAPTIONS}/universality_senses.rst"),
+    log:
+        paths.log(paths.SENSES_FIGURE),
+    params:
+        figure="senses",
         options={"confidence": config["similarity"]["intervals"]["confidence"]},
     threads: 1
     conda:
@@ -368,6 +387,7 @@ rule convergence_figure:
 
 # before the report rule, whose inputs are every target (rules/universality.smk sets the study's tables')
 TARGETS["universality_figure"] = [paths.UNIVERSALITY_FIGURE] if TARGETS["universality"] else []
+TARGETS["senses_figure"] = [paths.SENSES_FIGURE] if TARGETS["universality_senses"] else []
 TARGETS["convergence_figure"] = [paths.CONVERGENCE_FIGURE] if TARGETS["universality_convergence"] else []
 
 

@@ -54,3 +54,4 @@ measure_tests_mem_mb, measure_tests_runtime = _mem_mb("measure_tests"), _runtime
 token_cka_mem_mb = _mem_mb("token_cka")
 align_mem_mb, align_runtime = _mem_mb("align_layers"), _runtime("align_layers", True)
 stitch_mem_mb, stitch_runtime = _mem_mb("stitch"), _runtime("stitch", True)
+function_stitch_mem_mb, function_stitch_runtime = _mem_mb("function_stitch"), _runtime("function_stitch", True)

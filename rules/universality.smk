@@ -19,6 +19,25 @@ def study_models():
 
 
 PLACEBOS = {placebo.job: placebo for placebo in dimension_placebos(config["models"], STUDY or {})}
+# the functional sense (universality.function): each stitch job bottom model -> reference model, and the levels left
+# out with the reason (reprsim.workflow.stitching.function_plan)
+FUNCTION = function_plan(config, STUDY_DATASET, [p.level for p in PLACEBOS.values()])
+FUNCTION_MODELS = sorted({name for job in FUNCTION.jobs for name in (job.bottom, job.top)})
+
+
+def per_function_job(template):
+    return [template.format(dataset=job.dataset, model_a=job.bottom, model_b=job.top) for job in FUNCTION.jobs]
+
+
+def function_settings(wildcards):
+    """The stitch script's settings for the functional sense: the section's map and training, on the study's
+    similarity split, into every layer of the reference model from the bottom's layers at the same relative depth."""
+    function = STUDY["function"]
+    return canonical({**{key: function[key] for key in ("steps", "batch_size", "optimizer", "max_examples",
+                                                        "init_tokens", "heldout", "start")},
+                      "phi": [function["phi"]], "layers": "reference", "objective": FUNCTION.objective,
+                      "split": config["similarity"]["split"], "seeds": [0], "max_length": None, "context": None,
+                      "chance_permutations": 100})
 # competence on one yardstick where the study's dataset is labelled: every study model probed (floor included)
 PROBED_FOR_COMPETENCE = (study_models() if STUDY is not None and STUDY_DATASET in config["datasets"]
                          and dataset_is_labelled(config["datasets"][STUDY_DATASET]) else [])
@@ -83,6 +102,38 @@ rule dimension_placebo:
         "../scripts/dimension_placebo.py"
 
 
+# the functional sense: one model's layers stitched into a reference model's (scripts/stitch.py, as the stitching
+# stage's jobs), scored on the study's compared split
+rule function_stitch:
+    input:
+        bottom=lambda wildcards: model_dir(wildcards.model_a),
+        top=lambda wildcards: model_dir(wildcards.model_b),
+        dataset=lambda wildcards: dataset_dir(wildcards.dataset),
+        code=code("stitch"),
+    output:
+        table=paths.FUNCTION_STITCH,
+        replicates=paths.FUNCTION_STITCH_RESAMPLES,
+    log:
+        paths.log(paths.FUNCTION_STITCH),
+    wildcard_constraints:
+        dataset=_one_of([STUDY_DATASET]),
+        model_a=_one_of(FUNCTION_MODELS),
+        model_b=_one_of(FUNCTION_MODELS),
+    params:
+        settings=function_settings,
+        intervals=canonical(config["similarity"]["intervals"]),
+        device=config["device"],
+    threads: JOB_THREADS
+    resources:
+        gpu=1,
+        mem_mb=function_stitch_mem_mb,
+        runtime=function_stitch_runtime,
+    conda:
+        "../envs/finetune.yaml"
+    script:
+        "../scripts/stitch.py"
+
+
 # declared whatever the config (a rule no target asks for never runs); its target only with a study
 rule universality:
     input:
@@ -91,6 +142,8 @@ rule universality:
         placebos=[paths.DIMENSION_PLACEBO.format(placebo=p) for p in PLACEBOS],
         placebo_replicates=[paths.DIMENSION_PLACEBO_RESAMPLES.format(placebo=p) for p in PLACEBOS],
         competence=[paths.COMPETENCE.format(dataset=STUDY_DATASET, model=m) for m in PROBED_FOR_COMPETENCE],
+        function=per_function_job(paths.FUNCTION_STITCH),
+        function_replicates=per_function_job(paths.FUNCTION_STITCH_RESAMPLES),
         models=[model_dir(m) for m in study_models()],  # each model's quality (meta.json)
         measure_tests=TARGETS["measure_tests"],  # measures that failed a grounding test leave the headline
         code=code("universality"),
@@ -119,6 +172,8 @@ rule universality:
         representation=STUDY_REPRESENTATION,
         # each dimension placebo's level label and its reduced copies' names (seed -> name), in the study's order
         placebos=json.dumps([[p.level, p.names] for p in PLACEBOS.values()]),
+        # the functional sense's levels left out ("factor/level" -> why), when the study stitches
+        function_left_out=canonical(FUNCTION.left_out),
     threads: 1
     conda:
         "../envs/compare.yaml"

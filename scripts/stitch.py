@@ -24,7 +24,7 @@ with tee_to_log(snakemake.log[0]):
         resamples=intervals["resamples"], confidence=intervals["confidence"], interval_seed=intervals["seed"],
         chance_permutations=settings["chance_permutations"], max_length=settings["max_length"],
         context=settings["context"], max_examples=settings["max_examples"], init_tokens=settings["init_tokens"],
-        heldout=settings["heldout"],
+        heldout=settings["heldout"], start=settings.get("start", "auto"),
         on_width_mismatch="skip", device=resolve_device(snakemake.params.device),
         names=(snakemake.wildcards.model_a, snakemake.wildcards.model_b), dataset=snakemake.wildcards.dataset,
         self_table=read_tables([self_table]) if self_table else None,

@@ -30,10 +30,15 @@ with tee_to_log(snakemake.log[0]):
     replicates = select(read_tables([snakemake.input.replicates, *snakemake.input.placebo_replicates]), *where)
     grounding = read_tables(snakemake.input.measure_tests) if snakemake.input.measure_tests else None
     # each model's competence on the shared probe: its best-decoding layer's held-out accuracy and the chance level
-    competence = (best_layers(read_tables(snakemake.input.competence))[["accuracy", "ci_low", "ci_high", "chance", "layer"]]
-                  .to_dict("index") if snakemake.input.competence else {})
-    table, senses, curve, claims, controls = universality_tables(pairs, replicates, study, metas, grounding,
-                                                                 competence)
+    competence = (best_layers(read_tables(snakemake.input.competence))[["accuracy", "ci_low", "ci_high", "chance",
+                                                                        "layer"]].to_dict("index")
+                  if snakemake.input.competence else {})
+    # the functional sense: the stitch jobs' tables (none without universality.function)
+    function = ((read_tables(snakemake.input.function), read_tables(snakemake.input.function_replicates))
+                if snakemake.input.function else None)
+    table, senses, curve, claims, controls = universality_tables(
+        pairs, replicates, study, metas, grounding, competence, function,
+        json.loads(snakemake.params.function_left_out))
     sentences = statement(table, claims, study, senses, controls)
     for text in sentences["text"]:
         print(text, flush=True)

@@ -30,7 +30,7 @@ from reprsim.dimension_placebo import dimension_placebos, model_width
 from reprsim.relations import study_errors, study_pairs
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.brought import NO_NETWORK, brought_models
-from reprsim.workflow.stitching import stitching_problems
+from reprsim.workflow.stitching import function_problems, stitching_problems
 
 # load_yaml and SCHEMA_PATH too: the CLI and the tests read configs through this module
 __all__ = ["SCHEMA_PATH", "ConfigError", "SampleSizeWarning", "architecture_fields", "first_label", "hub_spec_errors",
@@ -533,6 +533,7 @@ def _study_errors(config: dict) -> Iterator[str]:
         if not refused:
             yield from study_errors(config["models"], study)
         yield from _placebo_errors(config["models"], study)
+        yield from function_problems(config)
         for label in study.get("measures") or []:
             if label not in config["measures"]:
                 yield (f"key 'universality.measures' names {label!r}, which is not a label of `measures`; defined: "

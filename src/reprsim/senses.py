@@ -31,13 +31,16 @@ SENSES = {
     "ranks": "the same order of distances between inputs",
     "neighbourhoods": "the same nearest neighbours",
     "linear": "the same linearly decodable information, up to any invertible linear map",
-    "function": "interchangeable: one model's layer stands in for the other's through a learned affine map",
+    "function": "the same function, one model's layer standing in for the other's through a learned affine map",
 }
 RANK_OUTERS = ("spearman", "kendall")
 # (factor, level) of a universality study's row of the seed siblings against identical copies: u = (S_seeds −
 # S_floor) / (S_identical − S_floor), how near to identical two seeds of one recipe come in each sense; its verdicts
 # in words, its u = 1 being an identical copy, not another seed
 SEEDS_ROW = ("seeds", "seed siblings against identical copies")
+# the universality statement's topics that answer the question, at most ten sentences before the sentences per factor
+# level: the resolution (the seed placebo), the seed row, one per sense of similarity, the controls, convergence
+ANSWER_TOPICS = ("placebo", SEEDS_ROW[0], "sense", "controls", "convergence")
 AGAINST_IDENTITY = {"as similar as seeds": "identical within the margin", "less similar": "short of identical",
                     "more similar than seeds": "beyond identical"}
 

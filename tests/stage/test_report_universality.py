@@ -17,7 +17,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from test_report import FILES, PNG, _first_table, _h2, inputs  # noqa: E402, F401  (inputs: the fixture)
 from universality_study import study_tables, write_study  # noqa: E402
 
-from reprsim.senses import AGAINST_IDENTITY  # noqa: E402
+from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report, paragraphs  # noqa: E402
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICTS  # noqa: E402
@@ -34,17 +34,20 @@ def study() -> dict[str, pd.DataFrame]:
 
 @pytest.fixture
 def study_inputs(tmp_path, inputs, study) -> dict:  # noqa: F811
-    """The report fixture's inputs with the study's tables and its two figures, drawn from them."""
+    """The report fixture's inputs with the study's tables and its three figures, drawn from them."""
     files = write_study(tmp_path / "results" / "tables", study)
     matrix = tmp_path / "results" / "figures" / "summary" / "universality.png"
+    senses = tmp_path / "results" / "figures" / "summary" / "universality_senses.png"
     convergence = tmp_path / "results" / "figures" / "summary" / "convergence.png"
     figures.draw("universality", {"table": study["universality"]}, matrix, confidence=0.95)
+    figures.draw("senses", {"table": study["senses"]}, senses, confidence=0.95)
     figures.draw("convergence", {"table": study["convergence"], "claims": study["claims"]}, convergence,
                  measures=MEASURES, confidence=0.95)
     return {**inputs, "universality": [files["universality"]], "universality_statement": [files["statement"]],
             "universality_senses": [files["senses"]], "universality_controls": [files["controls"]],
             "universality_convergence": [files["convergence"], files["claims"]],
-            "universality_figure": [str(matrix)], "convergence_figure": [str(convergence)]}
+            "universality_figure": [str(matrix)], "senses_figure": [str(senses)],
+            "convergence_figure": [str(convergence)]}
 
 
 def _report(tmp_path, named, pages=tuple(STUDY_FILES)) -> dict[str, str]:
@@ -63,12 +66,19 @@ def _text(fragment: str) -> str:
 def test_the_page_shows_the_statement_the_verdicts_colours_and_the_figures(tmp_path, study_inputs, study):
     page = _report(tmp_path, study_inputs)["universality"]
     assert "<h1>What is universal?" in page
-    assert _h2(page) == ["In which sense?", "Artefact controls", "The statement", "Factor × depth, per measure", "Over training time"]
+    assert _h2(page) == ["In which sense?", "Artefact controls", "The statement, level by level",
+                         "Factor × depth, per measure", "Over training time"]
     text = _text(page)
     sentences = list(study["statement"]["text"])
     assert len(sentences) >= 6 and all(" ".join(s.split()) in text for s in sentences)
+    # the answers (at most ten) lead, under the factor × sense figure; the sentences per level follow
+    answers = study["statement"][study["statement"]["topic"].isin(ANSWER_TOPICS)]
+    senses = page.split("<h2 id='senses'>")[1].split("<h2")[0]
+    assert f"<h3 id='answers'>The answer in {len(answers)} sentences</h3>" in senses and len(answers) <= 10
+    assert senses.index("alt=\"in which sense") < senses.index("id='answers'") < senses.index("<table")
+    assert senses.split("id='answers'")[1].split("<h3")[0].count("<li>") == len(answers)
     statement = page.split("<h2 id='statement'>")[1].split("<h2")[0]
-    assert statement.count("<li>") == len(sentences)
+    assert statement.count("<li>") == len(sentences) - len(answers)
     # how to read: u's definition, the floor, the margin, what the intervals leave out
     for name in ("universality", "universality_senses", "universality_controls", "universality_matrix", "convergence"):
         for paragraph in paragraphs(name):
@@ -80,7 +90,7 @@ def test_the_page_shows_the_statement_the_verdicts_colours_and_the_figures(tmp_p
     legend = page.split("<ul class='legend'>")[1].split("</ul>")[0]  # the thirds table's, the figure's colours
     for verdict, colour in UNIVERSALITY_VERDICTS.items():
         assert re.search(rf"background: {colour}'></span><b>{re.escape(verdict)}</b>: ", legend), verdict
-    assert page.count("<img") == 2 and "alt=\"what is universal" in page and "alt=\"cross-seed similarity" in page
+    assert page.count("<img") == 3 and "alt=\"what is universal" in page and "alt=\"cross-seed similarity" in page
     assert "δ = 0.1" in text
 
 
@@ -133,7 +143,8 @@ def test_the_sense_matrix_shows_each_sense_per_level_and_third_and_says_why_a_ce
     assert "geometry</b>: the same geometry, up to a rotation (linear CKA, SVCCA)" in section
     assert ("units</b>: the same units, up to their order: not measured (no measure of this sense in the study)"
             in section)
-    assert "function</b>: interchangeable" in section and "(no stitching into the reference in this study)" in section
+    assert "function</b>: the same function, one model" in section
+    assert "(no stitching into the reference in this study: set universality.function)" in section
     # every cell on its verdict's colour, the seed row's verdicts against identical copies in their own words
     cells = re.findall(r"<td class='u' style='background: (#[0-9A-F]{6})'>([^<]*)<div class='sub'>([^<]+)</div>",
                        section)
@@ -196,8 +207,12 @@ def test_the_main_page_opens_with_the_statement_and_links_the_page(tmp_path, stu
     h1, statement, lead = index.index("<h1>"), index.index("<h2 id='statement'>"), index.index("<p class='lead'>")
     assert h1 < statement < lead < index.index("<nav class='toc'>")
     opening = index[statement:lead]
-    for sentence in study["statement"]["text"]:
+    # the answers (at most ten sentences) open it; the sentences per level are on the study's page
+    answers = study["statement"]["topic"].isin(ANSWER_TOPICS)
+    for sentence in study["statement"].loc[answers, "text"]:
         assert " ".join(sentence.split()) in _text(opening)
+    for sentence in study["statement"].loc[~answers, "text"]:
+        assert " ".join(sentence.split()) not in _text(opening)
     assert "href='universality.html'" in opening
     toc = index.split("<nav class='toc'>")[1].split("</nav>")[0]
     assert "href='universality.html'" in toc and PAGES["universality"].blurb in html.unescape(toc)

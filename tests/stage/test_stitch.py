@@ -77,6 +77,21 @@ def test_a_learned_map_starts_at_the_model_and_stays_near_it(seeds, task):
     assert all(torch.equal(before[name], after[name]) for name in before)
 
 
+def test_a_least_squares_start_fits_every_map_and_into_itself_is_the_identity(seeds, task):
+    """start="least_squares" (the universality study's functional sense): every map, equal widths included, starts
+    at the least-squares map; from a model's stream to itself that map is the identity up to the solver's rounding,
+    so the self-stitch scores as the model does, up to a row whose logits nearly tie."""
+    table, _ = stitch_pair(seeds[1], seeds[1], task, phis=["affine"], steps=0, start="least_squares", **FAST)
+    assert table["start"].str.startswith("least squares (residual 0.000)").all()
+    own = own_scores(seeds[1], task)["accuracy"]
+    assert (rows(table, "affine")["value"] - own).abs().max() <= 0.01  # 100 evaluation rows: one row at most
+    cross, _ = stitch_pair(seeds[1], seeds[2], task, phis=["affine"], steps=0, start="least_squares",
+                           layers=[(2, 2)], **FAST)
+    assert cross["start"].str.startswith("least squares (residual").all()
+    with pytest.raises(ValueError, match="stitching start 'zero'"):
+        stitch_pair(seeds[1], seeds[2], task, phis=["affine"], steps=0, start="zero", layers=[(2, 2)], **FAST)
+
+
 def test_a_map_that_training_makes_worse_on_held_out_training_rows_ends_at_its_start(seeds, task):
     """Held-out rows of the training split decide: SGD at learning rate 50 wrecks the map (its loss there rises),
     so it ends at the identity it started from and scores as the model does; a gentle optimiser's improvement is
@@ -184,6 +199,9 @@ def test_layer_pairs():
     assert layer_pairs("matching", 6, 3) == [(1, 0), (2, 1), (3, 2), (4, 2), (5, 2), (6, 3)]
     assert layer_pairs("matching", 4, 4) == [(1, 1), (2, 2), (3, 3), (4, 4)]
     assert layer_pairs("all", 2, 3) == [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]
+    # every top layer 0..3 from the bottom's (2 blocks) at the same relative depth, or the two around it
+    assert layer_pairs("reference", 2, 3) == [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (2, 3)]
+    assert layer_pairs("reference", 4, 2) == [(0, 0), (2, 1), (4, 2)]
     with pytest.raises(ValueError, match="outside"):
         layer_pairs([(5, 1)], 4, 4)
 

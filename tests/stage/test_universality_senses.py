@@ -14,10 +14,10 @@ import pytest
 from universality_study import pair_tables
 
 from reprsim.resampling import half_samples
-from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW, SENSES
+from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES
 from reprsim.stages.universality.shares import THIRDS as THIRD_NAMES
 from reprsim.stages.universality.shares import Terms, pooled, share
-from reprsim.stages.universality.study import Study, statement, universality_tables
+from reprsim.stages.universality.study import FACTOR_NAMES, Study, statement, universality_tables
 
 N, D, LAYERS, RESAMPLES, NOISE = 400, 8, 2, 20, 0.5
 THIRDS = [f"{name} third" for name in THIRD_NAMES]
@@ -147,6 +147,66 @@ def contradictions(sentences: pd.DataFrame, senses: pd.DataFrame) -> list[str]:
                     found.append(f"{sentence.topic}: {sentence.level}, {sense}, {depth}: says {verdict!r}, the table "
                                  f"{actual.iloc[0] if len(actual) else 'nothing'!r}")
     return found
+
+
+def _claimed(claim: str) -> dict[str, str]:
+    """third -> verdict of a claim written as "v in every third" or "v in the lower, w in the middle, ..." (its
+    middle third's u in parentheses dropped)."""
+    claim = re.sub(r" \(middle: u = [^)]*\)", "", claim)
+    if claim.endswith("every third"):
+        return {d: claim.removesuffix(" in every third") for d in THIRDS}
+    return {f"{d} third": v for v, d in re.findall(r"(.+?) in the (\w+)(?:, |$)", claim)}
+
+
+def answer_contradictions(sentences: pd.DataFrame, senses: pd.DataFrame) -> list[str]:
+    """Every claim of an answer per sense (topic "sense") that the sense table does not bear out: each level it
+    names, the verdict it gives each third, against the table's; and every level measured in that sense that it
+    leaves out."""
+    names = {f"{FACTOR_NAMES.get(f, f)} {level}": (f, level) for f, level in zip(senses["factor"], senses["level"])}
+    found = []
+    for sentence in sentences[sentences["topic"] == "sense"].itertuples():
+        sense, said = sentence.level, sentence.text.split(")? ", 1)[1].rstrip(".")
+        named = set()
+        for part in [part for part in said.split("; ") if part]:
+            name, claim = part.split(": ", 1)
+            factor, level = names[name]
+            named.add((factor, level))
+            cells = senses[(senses["factor"] == factor) & (senses["level"] == level) & (senses["sense"] == sense)]
+            for depth, verdict in _claimed(claim).items():
+                actual = cells.loc[cells["depth"] == depth, "verdict"]
+                if actual.empty or verdict != actual.iloc[0]:
+                    found.append(f"{sense}: {name}, {depth}: says {verdict!r}, the table "
+                                 f"{actual.iloc[0] if len(actual) else 'nothing'!r}")
+        measured = senses[(senses["sense"] == sense) & (senses["verdict"] != "not measured")
+                          & ~senses["factor"].isin([SEEDS_ROW[0], "placebo"])]
+        found += [f"{sense}: {factor} {level} measured but not said" for factor, level in
+                  dict.fromkeys(zip(measured["factor"], measured["level"])) if (factor, level) not in named]
+    return found
+
+
+def test_the_answer_is_at_most_ten_sentences_and_none_contradicts_the_table(tables):
+    study = Study(reference=["ref-s0", "ref-s1", "ref-s2"], floor=["floor-s9", "floor-s10"],
+                  factors={"width": {"rotated": ["rotated-s3"]}}, margin=0.1, confidence=0.95, specs={},
+                  measures={label: name for label, (name, _) in MEASURES.items()})
+    sentences = statement(tables.universality, tables.claims, study, tables.senses, tables.controls)
+    answers = sentences[sentences["topic"].isin(ANSWER_TOPICS)]
+    assert 1 <= len(answers) <= 10 and list(sentences.index[:len(answers)]) == list(answers.index)  # they lead
+    assert set(answers.loc[answers["topic"] == "sense", "level"]) == {"units", "geometry", "linear"}
+    geometry = answers.set_index(["topic", "level"]).loc[("sense", "geometry"), "text"]
+    assert geometry.startswith("Does a change of one factor keep the same geometry, up to a rotation (geometry; ")
+    assert "width rotated: as similar as seeds in every third" in geometry
+    assert not answer_contradictions(sentences, tables.senses)
+    # the check can fail: a changed verdict, and a level left out of the sentence, are both caught
+    tampered = tables.senses.copy()
+    cell = (tampered["level"] == "rotated") & (tampered["sense"] == "units") & (tampered["depth"] == "lower third")
+    actual = tampered.loc[cell, "verdict"].iloc[0]
+    tampered.loc[cell, "verdict"] = "more similar than seeds"
+    assert answer_contradictions(sentences, tampered) == [
+        f"units: width rotated, lower third: says {actual!r}, the table 'more similar than seeds'"]
+    dropped = sentences.copy()
+    dropped.loc[(dropped["topic"] == "sense") & (dropped["level"] == "linear"), "text"] = (
+        "Does a change of one factor keep the same linearly decodable information (linear; u = 1)? .")
+    assert answer_contradictions(dropped, tables.senses) == ["linear: width rotated measured but not said"]
 
 
 def test_no_sentence_contradicts_a_verdict_of_the_sense_table(tables):

@@ -268,6 +268,36 @@ def test_a_dimension_placebo_must_reduce_the_reference_to_fewer_dimensions():
     assert validated["universality"]["dimension_placebo"] == {"methods": ["random", "pca"], "widths": [64], "seed": 0}
 
 
+def test_the_functional_sense_stitches_every_level_into_the_reference_and_says_which_it_cannot():
+    """universality.function on the example: each stitchable level's, the floor's and the other seeds' models into
+    every reference seed of another seed, each seed into itself; the masked LM and the dimension placebo left out
+    with the reason; references the stitching cannot score are refused, naming them."""
+    from reprsim.workflow.stitching import function_plan
+
+    config = load_yaml(REPO / "config" / "examples" / "universality.yaml")
+    config["universality"]["function"] = {"steps": 50}
+    validated = validate_config(copy.deepcopy(config))
+    assert validated["universality"]["function"]["phi"] == "affine"
+    assert validated["universality"]["function"]["optimizer"]["warmup_steps"] == 30
+    plan = function_plan(validated, "sst2", ["a random projection to 64 dims"])
+    jobs = {(job.bottom, job.top) for job in plan.jobs}
+    reference = ["gpt-s0", "gpt-s1", "gpt-s2"]
+    assert plan.objective == "language_modeling" and {job.dataset for job in plan.jobs} == {"sst2"}
+    assert {(r, r) for r in reference} <= jobs and {(a, b) for a in reference for b in reference} <= jobs
+    assert ("floor-s9", "gpt-s0") in jobs and ("gpt-w256-s3", "gpt-s2") in jobs and ("gpt-s0@25", "gpt-s1") in jobs
+    assert ("gpt-s0@25", "gpt-s0") not in jobs  # a checkpoint never meets its own run
+    assert not any(bottom.startswith("mlm15") for bottom, _ in jobs)
+    assert plan.left_out["objective/masked LM 15%"].startswith("mlm15-s3 is a masked LM")
+    assert plan.left_out["dimension/a random projection to 64 dims"] == "a reduced copy has no network to stitch"
+    assert len(jobs) == 3 * 3 + 2 * 3 + 3 * 3 * 3 + 2 * 3 * 2  # seeds, floor, width/depth/data, two checkpoints
+    config["universality"]["reference"] = ["gpt-s0", "gpt-s1", "floor-s10"]
+    config["universality"]["floor"] = ["floor-s9"]
+    assert ("key 'universality.function' is set, but its stitching scores each reference model on its own task: the "
+            "references must all be causal LMs pretrained by the workflow (source pretrain, next-token loss) or all "
+            "fine-tuned classifiers (source finetune); they are gpt-s0 (source pretrain), gpt-s1 (source pretrain), "
+            "floor-s10 (source init)") in problems_of(copy.deepcopy(config))
+
+
 @pytest.mark.parametrize("params, expected", [
     ({"threshold": "0.9"}, "key 'measures.svcca.params.threshold' must be of type number; got '0.9' (str) (YAML read"),
     ({"threshold": 1.5}, "key 'measures.svcca.params.threshold' is 1.5; must be ≤ 1"),

@@ -7,7 +7,8 @@ on the example's own specs in tests/stage/test_findings.py.)
 The same run holds a tiny universality study (config/examples/universality.yaml's stage): a second gelu seed, both
 gelu seeds keeping a checkpoint (models gpt-gelu-s0@30, gpt-gelu-s1@30, copied out of the one training job) and an
 untrained floor; `similarity.pairs: study` compares only the pairs the study reads; linear CKA on clipped features
-is its artefact control, and both gelu seeds reduced to 16 dimensions at random its dimension placebo."""
+is its artefact control, both gelu seeds reduced to 16 dimensions at random its dimension placebo, and its functional
+sense stitches the checkpoints, the floor and each seed into the other seed (and each seed into itself)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
-from reprsim.senses import SENSES
+from reprsim.senses import ANSWER_TOPICS, SENSES
 from reprsim.stages.universality.shares import VERDICTS
 
 pytestmark = pytest.mark.workflow
@@ -24,7 +25,8 @@ EXAMPLE = REPO / "config" / "examples" / "stitching-lm.yaml"
 MODELS = ["gpt-gelu-s0", "gpt-relu-s0"]
 STUDY = {"reference": ["gpt-gelu-s0", "gpt-gelu-s1"], "floor": ["floor-s9"],
          "factors": {"training_time": {"step 30": ["gpt-gelu-s0@30", "gpt-gelu-s1@30"]}},
-         "dimension_placebo": {"methods": ["random"], "widths": [16]}}
+         "dimension_placebo": {"methods": ["random"], "widths": [16]},
+         "function": {"steps": 10, "max_examples": 24, "heldout": 8}}
 PLACEBO = "a random projection to 16 dims"
 
 
@@ -107,7 +109,7 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     # per sense: linear CKA answers in the geometric one; every other sense's row says why it is empty
     senses = pd.read_parquet(run / "results" / "tables" / "universality_senses.parquet")
     assert set(senses["sense"]) == set(SENSES) and set(senses["factor"]) == {"seeds", "training_time", "dimension"}
-    measured = senses[senses["verdict"] != "not measured"]
+    measured = senses[(senses["verdict"] != "not measured") & (senses["sense"] != "function")]
     assert set(measured["sense"]) == {"geometry"} and (measured["measures"] == "linear_cka").all()
     assert len(measured[measured["factor"] == "seeds"]) == 3  # the seed siblings against identical copies
     assert senses.loc[senses["verdict"] == "not measured", "left_out"].str.len().gt(0).all()
@@ -147,3 +149,24 @@ def test_the_study_shares_seed_level_similarity_over_training_time(run):
     assert checkpoints["probe_accuracy"].between(0, 1).all() and checkpoints["probe_chance"].between(0.5, 1).all()
     assert (table.loc[table["factor"] == "dimension", "probe_note"] == "not probed").all()
     assert "On the shared probe its best layer decodes the labels at" in sentence
+    # the functional sense: 8 stitch jobs (each checkpoint and the floor into the other seeds, the seeds into each
+    # other and themselves), every reference layer from the bottom's at the same relative depth, one affine map
+    stitched = pd.concat(pd.read_parquet(path) for path in (run / "results" / "universality" / "function").rglob(
+        "*.parquet") if not path.name.endswith(".resamples.parquet"))
+    assert set(zip(stitched["model_a"], stitched["model_b"])) == {
+        ("gpt-gelu-s0", "gpt-gelu-s1"), ("gpt-gelu-s1", "gpt-gelu-s0"), ("gpt-gelu-s0", "gpt-gelu-s0"),
+        ("gpt-gelu-s1", "gpt-gelu-s1"), ("floor-s9", "gpt-gelu-s0"), ("floor-s9", "gpt-gelu-s1"),
+        ("gpt-gelu-s0@30", "gpt-gelu-s1"), ("gpt-gelu-s1@30", "gpt-gelu-s0")}
+    assert set(stitched["phi"]) == {"affine"} and set(zip(stitched["layer_a"], stitched["layer_b"])) == {
+        (0, 0), (1, 1), (2, 2)} and (stitched["n"] == 24).all()
+    function = senses[(senses["sense"] == "function") & senses["factor"].isin(["seeds", "training_time"])]
+    assert len(function) == 6 and (function["measures"] == "stitching penalty").all()
+    assert set(function["verdict"]) <= {*VERDICTS} and (function["n"] == 24).all()
+    assert (senses.loc[(senses["sense"] == "function") & (senses["factor"] == "dimension"), "left_out"]
+            == "a reduced copy has no network to stitch").all()
+    # the page leads with the factor × sense figure and the answer in at most ten sentences
+    assert (run / "results" / "figures" / "summary" / "universality_senses.png").read_bytes()[:4] == b"\x89PNG"
+    answers = statement[statement["topic"].isin(ANSWER_TOPICS)]
+    assert 2 <= len(answers) <= 10 and "The answer in" in page
+    assert any(text.startswith("Does a change of one factor keep the same function, one model's layer standing in")
+               for text in answers["text"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reprsim.config import grounding_dataset
+from reprsim.layers import matching_weights
 from reprsim.workflow import brought, pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.measures import pair_measures, with_draws
@@ -225,10 +226,20 @@ def align_seconds(facts, config, w):
 
 
 # ----------------------------------------------------------------- stitching
-def stitch_length(config, top: Mapping) -> int:
-    """Tokens per row the stitched models see: the stitching settings', else the top model's training spec's."""
-    stitching, spec = config["stitching"], top.get("spec", {})
-    return (stitching["max_length"] or stitching["context"] or spec.get("max_length") or spec.get("context")
+def _stitch_settings(config, rule: str) -> Mapping:
+    """The settings a stitch job runs under: the stitching section's, or for the universality study's functional
+    sense (rule function_stitch) its own, on the study's similarity split, every reference layer, one seed."""
+    if rule == "stitch":
+        return config["stitching"]
+    function = config["universality"]["function"]
+    return {**function, "phi": [function["phi"]], "seeds": [0], "split": config["similarity"]["split"],
+            "layers": "reference", "max_length": None, "context": None}
+
+
+def stitch_length(settings: Mapping, top: Mapping) -> int:
+    """Tokens per row the stitched models see: the settings', else the top model's training spec's."""
+    spec = top.get("spec", {})
+    return (settings["max_length"] or settings["context"] or spec.get("max_length") or spec.get("context")
             or 128)
 
 
@@ -236,19 +247,27 @@ def _stitched(facts, w):
     return facts.model(w["model_a"]), facts.model(w["model_b"])
 
 
-def stitch_mem_mb(facts, config, w, attempt):
-    bottom, top = _stitched(facts, w)
-    return r.stitch_mem_mb(bottom, top, config["stitching"]["batch_size"], stitch_length(config, top), attempt)
+def _stitch_mem_mb(rule: str):
+    def mem_mb(facts, config, w, attempt):
+        settings, (bottom, top) = _stitch_settings(config, rule), _stitched(facts, w)
+        return r.stitch_mem_mb(bottom, top, settings["batch_size"], stitch_length(settings, top), attempt)
+    return mem_mb
 
 
-def stitch_seconds(facts, config, w):
-    stitching = config["stitching"]
-    bottom, top = _stitched(facts, w)
-    maps = len([phi for phi in stitching["phi"] if phi != "identity"]) * bottom["n_layers"] * len(stitching["seeds"])
-    rows = facts.dataset_sizes(w["dataset"]).get(stitching["split"], 0)
-    rows = min(rows, stitching["max_examples"] or rows)
-    return r.stitch_seconds(bottom, top, maps, stitching["steps"], stitching["batch_size"],
-                            stitch_length(config, top), rows)
+def _stitch_seconds(rule: str):
+    def seconds(facts, config, w):
+        settings, (bottom, top) = _stitch_settings(config, rule), _stitched(facts, w)
+        if settings["layers"] == "reference":  # each top layer from one bottom layer, or the two around it
+            depths = (bottom["n_layers"], top["n_layers"])
+            placed = sum(len(matching_weights(m, depths[1], depths[0])) for m in range(depths[1] + 1))
+        else:
+            placed = bottom["n_layers"]
+        maps = len([phi for phi in settings["phi"] if phi != "identity"]) * placed * len(settings["seeds"])
+        rows = facts.dataset_sizes(w["dataset"]).get(settings["split"], 0)
+        rows = min(rows, settings["max_examples"] or rows)
+        return r.stitch_seconds(bottom, top, maps, settings["steps"], settings["batch_size"],
+                                stitch_length(settings, top), rows)
+    return seconds
 
 
 Cost = tuple[Callable[..., int], Callable[..., float]]
@@ -264,6 +283,7 @@ COSTS: dict[str, Cost] = {
     "align_layers": (align_mem_mb, align_seconds),
     "layer_injection": (align_mem_mb, align_seconds),
     "synthetic_recovery": (align_mem_mb, align_seconds),
-    "stitch": (stitch_mem_mb, stitch_seconds),
+    "stitch": (_stitch_mem_mb("stitch"), _stitch_seconds("stitch")),
+    "function_stitch": (_stitch_mem_mb("function_stitch"), _stitch_seconds("function_stitch")),
     "measure_tests": (measure_tests_mem_mb, measure_tests_seconds),
 }

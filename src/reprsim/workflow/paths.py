@@ -104,6 +104,10 @@ UNIVERSALITY = "results/tables/universality.parquet"
 # ({placebo}: e.g. random64), each against the reference's other seeds
 DIMENSION_PLACEBO = "results/universality/placebo/{placebo}.parquet"
 DIMENSION_PLACEBO_RESAMPLES = "results/universality/placebo/{placebo}.resamples.parquet"
+# the functional sense's stitch jobs (rule function_stitch): model_a's layers stitched into the reference model model_b
+# at every layer of model_b, a learned affine map between
+FUNCTION_STITCH = "results/universality/function/{dataset}/{model_a}__{model_b}.parquet"
+FUNCTION_STITCH_RESAMPLES = "results/universality/function/{dataset}/{model_a}__{model_b}.resamples.parquet"
 UNIVERSALITY_SENSES = "results/tables/universality_senses.parquet"
 UNIVERSALITY_CONTROLS = "results/tables/universality_controls.parquet"
 UNIVERSALITY_CONVERGENCE = "results/tables/universality_convergence.parquet"
@@ -111,6 +115,8 @@ UNIVERSALITY_CLAIMS = "results/tables/universality_claims.parquet"
 UNIVERSALITY_STATEMENT = "results/tables/universality_statement.parquet"
 # its figures (the report): the factor × depth matrix of verdicts per measure; cross-seed similarity over training
 UNIVERSALITY_FIGURE = "results/figures/summary/universality.png"
+# the factor × sense matrix (per sense of similarity: each level's u per third, coloured by its verdict)
+SENSES_FIGURE = "results/figures/summary/universality_senses.png"
 CONVERGENCE_FIGURE = "results/figures/summary/convergence.png"
 
 REPORT = "results/report/index.html"
@@ -163,10 +169,12 @@ MADE_BY = {
     REPORT: "report", REPORT_PAIRS: "report", REPORT_MODELS: "report", REPORT_ALIGNMENT: "report",
     REPORT_ATTENTION: "report", REPORT_STITCHING: "report", REPORT_MEASURES: "report", REPORT_UNIVERSALITY: "report",
     COMPETENCE: "competence_probe", DIMENSION_PLACEBO: "dimension_placebo", DIMENSION_PLACEBO_RESAMPLES: "dimension_placebo",
+    FUNCTION_STITCH: "function_stitch", FUNCTION_STITCH_RESAMPLES: "function_stitch",
     UNIVERSALITY: "universality", UNIVERSALITY_SENSES: "universality", UNIVERSALITY_CONTROLS: "universality",
     UNIVERSALITY_CONVERGENCE: "universality",
     UNIVERSALITY_CLAIMS: "universality", UNIVERSALITY_STATEMENT: "universality",
-    UNIVERSALITY_FIGURE: "universality_figure", CONVERGENCE_FIGURE: "convergence_figure",
+    UNIVERSALITY_FIGURE: "universality_figure", SENSES_FIGURE: "senses_figure",
+    CONVERGENCE_FIGURE: "convergence_figure",
     PREDICTIONS: "model_predictions", DELETION_PROBES: "deletion_probes", MEASURE_TESTS_PART: "measure_tests", MEASURE_TESTS: "measure_tests_table",
 }
 

@@ -10,8 +10,11 @@ attention would see.
 
 from __future__ import annotations
 
+import json
 from itertools import combinations
 from typing import Iterator, NamedTuple
+
+from reprsim.relations import cross_seed
 
 TRAINED = {"finetune": "classification", "pretrain": "language_modeling"}
 
@@ -98,3 +101,85 @@ def stitch_jobs(config: dict) -> list[StitchJob]:
         for bottom, top in {(a, b), (b, a), (a, a), (b, b)}:
             jobs.add(StitchJob(dataset, bottom, top, objective))
     return sorted(jobs)
+
+
+# ---- the universality study's functional sense (universality.function) ----------------------------------------
+class FunctionPlan(NamedTuple):
+    """The stitch jobs of a study's functional sense: every level's, the floor's and the other reference seeds'
+    models into each reference model of another seed (reprsim.relations.cross_seed), and each reference seed into
+    itself; `left_out`: level label -> why its models are not stitched."""
+
+    objective: str | None
+    jobs: list[StitchJob]
+    left_out: dict[str, str]
+
+
+def _tokenizer_identity(models: dict, name: str, seen: tuple = ()) -> str:
+    """What tokenizes a model's text, followed through the model it borrows its tokenizer from, the base it was
+    fine-tuned from, or the run it is a checkpoint of."""
+    spec = models.get(name, {})
+    for key in ("tokenizer", "base"):
+        value = spec.get(key)
+        if isinstance(value, str) and value in models and value not in seen:
+            return _tokenizer_identity(models, value, (*seen, name))
+        if key == "tokenizer" and value is not None:
+            return json.dumps(value, sort_keys=True)
+    return json.dumps({key: spec.get(key) for key in ("source", "id", "revision", "path", "package")
+                       if spec.get(key) is not None}, sort_keys=True)
+
+
+def function_problems(config: dict) -> Iterator[str]:
+    """Why the study's functional sense cannot be measured: references not all trained one way the stitching can
+    score (pretrained causal LMs, or fine-tuned classifiers), or a floor model that tokenizes otherwise."""
+    study = config.get("universality") or {}
+    if not study.get("function"):
+        return
+    models = config["models"]
+    sources = {name: models[name].get("source") for name in study["reference"] if name in models}
+    kinds = {TRAINED.get(source) for source in sources.values()}
+    masked = [name for name in sources if _masked(models[name])]
+    if None in kinds or len(kinds) > 1 or masked:
+        listing = ", ".join(f"{name} (source {source}{', objective masked' if name in masked else ''})"
+                            for name, source in sources.items())
+        yield ("key 'universality.function' is set, but its stitching scores each reference model on its own task: "
+               "the references must all be causal LMs pretrained by the workflow (source pretrain, next-token loss) "
+               f"or all fine-tuned classifiers (source finetune); they are {listing}")
+    if not all(name in models for name in [*study["reference"], *study["floor"]]):
+        return
+    tokenizer = _tokenizer_identity(models, study["reference"][0])
+    for name in study["floor"]:
+        if _tokenizer_identity(models, name) != tokenizer:
+            yield (f"key 'universality.function' is set, but the floor model {name} tokenizes otherwise than the "
+                   f"reference {study['reference'][0]}: stitching passes the stream token by token")
+
+
+def function_plan(config: dict, dataset: str, placebo_levels=()) -> FunctionPlan:
+    """The functional sense's stitch jobs on `dataset` (the study's), and the levels left out (the dimension
+    placebo's `placebo_levels` among them: a reduced copy has no network)."""
+    study = config.get("universality") or {}
+    if not study.get("function") or any(True for _ in function_problems(config)):
+        return FunctionPlan(None, [], {})
+    models, reference = config["models"], list(study["reference"])
+    objective = TRAINED[models[reference[0]]["source"]]
+    tokenizer = _tokenizer_identity(models, reference[0])
+
+    def why_not(name: str) -> str | None:
+        if _tokenizer_identity(models, name) != tokenizer:
+            return f"{name} tokenizes otherwise than the reference (stitching passes the stream token by token)"
+        if objective == "language_modeling" and _masked(models[name]):
+            return (f"{name} is a masked LM: next-token stitching would let its bidirectional attention see the "
+                    "token it predicts")
+        return None
+
+    couples = cross_seed(models, reference, reference) + [(r, r) for r in reference]
+    couples += cross_seed(models, study["floor"], reference)
+    left_out = {f"dimension/{level}": "a reduced copy has no network to stitch" for level in placebo_levels}
+    for factor, levels in study["factors"].items():
+        for level, names in levels.items():
+            reasons = [reason for reason in map(why_not, names) if reason]
+            if reasons:
+                left_out[f"{factor}/{level}"] = reasons[0]
+            else:
+                couples += cross_seed(models, names, reference)
+    jobs = {StitchJob(dataset, bottom, top, objective) for bottom, top in couples}
+    return FunctionPlan(objective, sorted(jobs), left_out)

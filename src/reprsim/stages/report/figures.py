@@ -24,6 +24,7 @@ from reprsim.layers import matching_layer
 from reprsim.measure_registry import DISPLAY_NAMES
 from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
 from reprsim.measure_registry import MEASURES as REGISTRY
+from reprsim.senses import SENSES
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
 
@@ -1002,7 +1003,8 @@ def _universality_panel(ax, rows: pd.DataFrame, levels: list[tuple[str, str]], d
                                    alpha=0.45 if faded else 1.0))
             if verdict == "undefined" or row is None or not np.isfinite(row["u"]):
                 ax.add_patch(Rectangle((j, i), 1, 1, **CHANCE_HATCH))
-                ax.text(j + 0.5, i + 0.5, "undefined" if row is not None else "–", ha="center", va="center",
+                said = "–" if row is None else "not measured" if verdict == "not measured" else "undefined"
+                ax.text(j + 0.5, i + 0.5, said, ha="center", va="center",
                         fontsize=7, color="0.35", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
                 continue
             rows_only = row.get("interval_basis", "") == "rows only"
@@ -1025,6 +1027,55 @@ def _universality_panel(ax, rows: pd.DataFrame, levels: list[tuple[str, str]], d
         spine.set_visible(False)
 
 
+def _verdict_panels(panels: list[tuple[str, pd.DataFrame, bool]], levels: list[tuple[str, str]],
+                    depths: list[str], title: list[str], out_path: str | Path, columns: int) -> None:
+    """Panels of factor-level × depth-third cells coloured by verdict (:func:`_universality_panel`), `columns` to a
+    row, each titled (a faded title for a panel marked so), under the wrapped `title` lines and the verdicts'
+    legend."""
+    columns = min(columns, len(panels))
+    panel_rows = int(np.ceil(len(panels) / columns))
+    title_lines = max(title_text.count("\n") + 1 for title_text, _, _ in panels)
+    # in inches: the level names left of the first column, each panel's cells, above each panel its title and the
+    # thirds (two lines), above all the title and the legend
+    label_width = 0.075 * max(len(_level_name(f, lv)) for f, lv in levels) + 0.3
+    cells_w, cells_h, gap = 0.95 * len(depths), 0.42 * len(levels), 0.3
+    decoration = max(0.85, 0.5 + 0.175 * title_lines)
+    fig_w = label_width + cells_w * columns + gap * (columns - 1) + 0.15
+    # the title and the legend wrap to a narrow figure's width (one or two panels)
+    wrapped = "\n".join(textwrap.fill(line, max(60, int(fig_w * 15))) for line in title)
+    legend_columns = 3 if fig_w >= 11 else 2 if fig_w >= 7.5 else 1
+    legend_top = 0.25 + 0.19 * (wrapped.count("\n") + 1)
+    header = legend_top + 0.19 * int(np.ceil(len(UNIVERSALITY_VERDICTS) / legend_columns)) + 0.2
+    fig_h = header + (decoration + cells_h) * panel_rows + 0.1
+    fig, axes = plt.subplots(panel_rows, columns, figsize=(fig_w, fig_h), squeeze=False)
+    fig.subplots_adjust(left=label_width / fig_w, right=1 - 0.15 / fig_w, top=1 - (header + decoration) / fig_h,
+                        bottom=0.1 / fig_h, wspace=gap / cells_w, hspace=decoration / cells_h)
+    for k, (ax, (name, rows, faded)) in enumerate(zip(axes.flat, panels)):
+        _universality_panel(ax, rows, levels, depths, labelled=k % columns == 0)
+        ax.set_title(name, fontsize=9, color="0.45" if faded else "black", fontweight="normal" if faded else "bold")
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    fig.suptitle(wrapped, fontsize=10, y=1 - 0.08 / fig_h)
+    _verdict_legend(fig, top=1 - legend_top / fig_h, columns=legend_columns)
+    _save(fig, out_path)
+
+
+def _grid(thirds: pd.DataFrame) -> tuple[list[str], list[tuple[str, str]], float]:
+    """(the thirds present, the factor levels in the table's order, the margin δ) of a study table's thirds."""
+    depths = [d for d in THIRDS if d in set(thirds["depth"])]
+    levels = list(dict.fromkeys(zip(thirds["factor"], thirds["level"])))
+    return depths, levels, float(thirds["margin"].iloc[0]) if "margin" in thirds else float("nan")
+
+
+def _where(thirds: pd.DataFrame) -> str:
+    """The study's dataset, representation and rows, as a figure's title says them."""
+    if not {"dataset", "representation"} <= set(thirds.columns):
+        return ""
+    n = int(thirds["n"].iloc[0]) if "n" in thirds else None
+    where = f"{thirds['dataset'].iloc[0]}, {representation_text(thirds['representation'].iloc[0])}"
+    return where + (f", n = {n:,} rows" if n else "")
+
+
 def universality_matrix(tables: Tables, out_path: str | Path, confidence: float = 0.95, columns: int = 3) -> None:
     """What is universal: per measure (grounded ones first, grouped by family; a measure that failed a grounding
     test faded, its title naming the tests), each factor level's share u of seed-level similarity in the lower,
@@ -1035,39 +1086,16 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
     if thirds.empty:
         _nothing_to_show(out_path, "the universality table has no depth thirds: nothing to show")
         return
-    depths = [d for d in THIRDS if d in set(thirds["depth"])]
-    levels = list(dict.fromkeys(zip(thirds["factor"], thirds["level"])))
-    measures = _headline_order(thirds)
-    columns = min(columns, len(measures))
-    panel_rows = int(np.ceil(len(measures) / columns))
-    # in inches: the level names left of the first column, each panel's cells, above each panel its title (two
-    # lines when it failed grounding) and the thirds (two lines), above all the title and the legend (two lines each)
-    label_width = 0.075 * max(len(_level_name(f, lv)) for f, lv in levels) + 0.3
-    cells_w, cells_h, decoration, gap = 0.95 * len(depths), 0.42 * len(levels), 0.85, 0.3
-    fig_w = label_width + cells_w * columns + gap * (columns - 1) + 0.15
-    n = int(thirds["n"].iloc[0]) if "n" in thirds else None
-    margin = float(thirds["margin"].iloc[0]) if "margin" in thirds else float("nan")
-    where = ""
-    if {"dataset", "representation"} <= set(thirds.columns):
-        where = f"{thirds['dataset'].iloc[0]}, {representation_text(thirds['representation'].iloc[0])}"
-        where += f", n = {n:,} rows" if n else ""
-    # the title and the legend wrap to a narrow figure's width (one or two measures)
+    depths, levels, margin = _grid(thirds)
+    where = _where(thirds)
     title = ["What is universal? u = the share of seed-level similarity a factor level keeps (1 = as alike as "
              "another seed of the reference, 0 = as alike as the floor)",
              f"per third of the reference's layers{'; ' + where if where else ''}; cell: u and its {confidence:.0%} "
              "interval over seeds and rows (\"rows\": a level of one model, its rows only); colour: the verdict "
              f"against the margin δ = {margin:g}"]
-    title = "\n".join(textwrap.fill(line, max(60, int(fig_w * 15))) for line in title)
-    legend_columns = 3 if fig_w >= 11 else 2 if fig_w >= 7.5 else 1
-    legend_top = 0.25 + 0.19 * (title.count("\n") + 1)
-    header = legend_top + 0.19 * int(np.ceil(len(UNIVERSALITY_VERDICTS) / legend_columns)) + 0.2
-    fig_h = header + (decoration + cells_h) * panel_rows + 0.1
-    fig, axes = plt.subplots(panel_rows, columns, figsize=(fig_w, fig_h), squeeze=False)
-    fig.subplots_adjust(left=label_width / fig_w, right=1 - 0.15 / fig_w, top=1 - (header + decoration) / fig_h,
-                        bottom=0.1 / fig_h, wspace=gap / cells_w, hspace=decoration / cells_h)
-    for k, (ax, label) in enumerate(zip(axes.flat, measures)):
+    panels = []
+    for label in _headline_order(thirds):
         rows = thirds[thirds["measure"] == label]
-        _universality_panel(ax, rows, levels, depths, labelled=k % columns == 0)
         family = rows["family"].iloc[0] if "family" in rows else ""
         name = f"{family} · {MEASURE_LABELS.get(label, label)}" if family else MEASURE_LABELS.get(label, label)
         failed = str(rows["grounding_failed"].iloc[0]) if "grounding_failed" in rows else ""
@@ -1077,14 +1105,39 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
         if _failed_grounding(rows):
             # the tests without their variants (monotonicity:spearman -> monotonicity): a panel's width holds them
             tests = ", ".join(dict.fromkeys(t.strip().split(":")[0] for t in failed.split(",") if t.strip()))
-            ax.set_title(f"{name}\nfailed grounding: {tests or 'a test'}", fontsize=9, color="0.45")
-        else:
-            ax.set_title(name, fontsize=9, fontweight="bold")
-    for ax in axes.flat[len(measures):]:
-        ax.set_axis_off()
-    fig.suptitle(title, fontsize=10, y=1 - 0.08 / fig_h)
-    _verdict_legend(fig, top=1 - legend_top / fig_h, columns=legend_columns)
-    _save(fig, out_path)
+            name = f"{name}\nfailed grounding: {tests or 'a test'}"
+        panels.append((name, rows, _failed_grounding(rows)))
+    _verdict_panels(panels, levels, depths, title, out_path, columns)
+
+
+def senses_matrix(tables: Tables, out_path: str | Path, confidence: float = 0.95, columns: int = 3) -> None:
+    """In which sense: per sense of similarity that the study measures (reprsim.senses' order), each factor level's
+    u (pooled over the sense's grounded measures; for the functional sense the share of the stitching penalty) in
+    each third of the reference's layers, coloured by its verdict; the first row the seed siblings against identical
+    copies (u = 1: identical, 0: the floor). A cell not measured says so; the senses no cell measures are left out
+    (the page lists them with the reason)."""
+    table = tables["table"]
+    thirds = table[table["depth"].isin(THIRDS)]
+    measured = thirds[thirds["verdict"] != "not measured"]
+    if measured.empty:
+        _nothing_to_show(out_path, "no sense of similarity is measured in this study: nothing to show")
+        return
+    depths, levels, margin = _grid(thirds)
+    where = _where(measured[measured["sense"] != "function"])
+    title = ["In which sense? u per sense of \"the same representation\" (1 = as alike as another seed of the "
+             "reference, 0 = as alike as the floor; first row: the seed siblings against identical copies)",
+             f"per third of the reference's layers{'; ' + where if where else ''}; cell: u and its {confidence:.0%} "
+             f"interval over seeds and rows; colour: the verdict against the margin δ = {margin:g}"]
+    panels = []
+    for sense in [s for s in SENSES if s in set(measured["sense"])]:
+        rows = thirds[thirds["sense"] == sense]
+        used = sorted({m for value in rows["measures"] for m in str(value).split(", ") if m})
+        name = textwrap.fill(f"{sense}: {SENSES[sense]}", 44)
+        said = ", ".join(MEASURE_LABELS.get(m, m) for m in used)
+        if sense == "function" and "n" in rows:  # the stitch jobs' own evaluation rows
+            said += f", n = {int(rows.loc[rows['verdict'] != 'not measured', 'n'].iloc[0]):,} rows"
+        panels.append((f"{name}\n({said})", rows, False))
+    _verdict_panels(panels, levels, depths, title, out_path, columns)
 
 
 def convergence_curves(tables: Tables, out_path: str | Path, measures: dict[str, str] | None = None,
@@ -1180,6 +1233,7 @@ FIGURES = {
     "stitching_summary": stitching_summary,
     "measure_agreement": measure_agreement_figure,
     "universality": universality_matrix,
+    "senses": senses_matrix,
     "convergence": convergence_curves,
 }
 

@@ -38,7 +38,7 @@ from reprsim.io.store import open_store
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import DISPLAY_NAMES, FAMILIES
-from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW
+from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stages.report.render import render_page
 from reprsim.stitching_tables import asymmetry as stitching_asymmetry
@@ -101,6 +101,7 @@ class ReportInputs:
     universality_controls: Paths = ()  # each artefact control's verdicts beside its twin's
     universality_convergence: Paths = ()  # cross-seed similarity over training and its claims (two tables)
     universality_figure: Paths = ()  # the factor × depth matrix of verdicts per measure
+    senses_figure: Paths = ()  # the factor × sense matrix
     convergence_figure: Paths = ()  # cross-seed similarity against the training step
 
     @classmethod
@@ -365,7 +366,8 @@ def header(inputs: ReportInputs) -> dict:
         "models": [{"name": m["name"], "phrase": _model_phrase(m)} for m in metas],
         "generated": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
         # a universality study's answer opens the page (None without a study)
-        "study": ({"sentences": _statement(inputs), "link": _link(inputs, "universality", PAGES["universality"].title)}
+        "study": ({"sentences": _statement(inputs)[0],
+                   "link": _link(inputs, "universality", PAGES["universality"].title)}
                   if inputs.universality_statement else None),
     }
 
@@ -1142,10 +1144,14 @@ CLAIM_STATISTICS = {"last minus first": "last − first step", "spearman_rho_ste
                     "spearman_rho_loss": "Spearman ρ with the validation loss falling"}
 
 
-def _statement(inputs: ReportInputs) -> list[str]:
-    """The study's sentences, in the stage's order."""
+def _statement(inputs: ReportInputs) -> tuple[list[str], list[str]]:
+    """The study's sentences, in the stage's order: (the answers, at most ten; the sentences per factor level and
+    the rest)."""
     table = read_tables(inputs.universality_statement)
-    return [str(text) for text in table["text"]] if "text" in table else []
+    if "text" not in table:
+        return [], []
+    answer = table["topic"].isin(ANSWER_TOPICS)
+    return [str(text) for text in table.loc[answer, "text"]], [str(text) for text in table.loc[~answer, "text"]]
 
 
 def _convergence_tables(inputs: ReportInputs) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -1182,7 +1188,7 @@ def universality_statement(inputs: ReportInputs) -> dict | None:
     the intervals cover)."""
     if not inputs.universality_statement:
         return None
-    return {"sentences": _statement(inputs), "caption": paragraphs("universality")}
+    return {"sentences": _statement(inputs)[1], "caption": paragraphs("universality")}
 
 
 def _quality(row) -> tuple[str, str]:
@@ -1307,10 +1313,18 @@ def senses_section(inputs: ReportInputs) -> dict | None:
         levels.append({"factor": FACTOR_NAMES.get(factor, factor), "level": level,
                        "models": str(rows["models"].iloc[0]), "senses": shown})
     first = thirds.iloc[0]
-    return {"caption": paragraphs("universality_senses"), "depths": depths, "levels": levels,
+    functional = thirds[(thirds["sense"] == "function") & (thirds["verdict"] != "not measured")]
+    where = f"{first['dataset']}, {representation_text(first['representation'])}, n = {int(first['n']):,} rows"
+    if len(functional):  # the stitching penalty rests on the evaluation blocks (rows) of its own jobs
+        where += f"; the functional sense on n = {int(functional['n'].iloc[0]):,} evaluation rows of the stitch jobs"
+    figures = [Figure(path, f"{where}; cell: u and its {inputs.confidence:.0%} interval; colour: the verdict against "
+                            f"δ = {_number(first['margin'])}.", alt="in which sense: factor level × depth third, per "
+                                                                    "sense of similarity", wide=True)
+               for path in inputs.senses_figure]
+    return {"caption": paragraphs("universality_senses"), "depths": depths, "levels": levels, "figures": figures,
+            "answers": _statement(inputs)[0] if inputs.universality_statement else [],
             "confidence": f"{inputs.confidence:.0%}", "margin": _number(first["margin"]),
-            "where": (f"{first['dataset']}, {representation_text(first['representation'])}, "
-                      f"n = {int(first['n']):,} rows"),
+            "where": where,
             "senses": [{"sense": sense, "question": str(questions[sense]),
                         "measures": ", ".join(_measure_name(m) for m in used[sense])} for sense in senses],
             "unmeasured": [{"sense": sense, "question": str(questions[sense]), "why": why}

@@ -4,9 +4,11 @@ et al. 2023). docs/numerics.md §12a has the conventions; in short:
 
 - layers: l = 1..L_f (after each block); m = round(l·L_g/L_f) (reprsim.layers.matching_layer: "matching"
   relative depth) or
-  every m = 1..L_g ("all"), or explicit [l, m] pairs;
+  every m = 1..L_g ("all"), every m = 0..L_g from f's layers at its relative depth ("reference": the universality
+  study's functional sense), or explicit [l, m] pairs;
 - φ: identity (equal widths only), affine, or affine after a LayerNorm; a learned φ starts at the
-  identity where the shapes allow and at the least-squares map from f's stream to g's otherwise,
+  identity where the shapes allow and at the least-squares map from f's stream to g's otherwise (or, with
+  `start="least_squares"`, always at the least-squares map),
   and is trained on the train split (g's own task loss or next-token loss), every map on the same
   seeded sequence of batches, with the optimiser and schedule asked for;
 - scores on the evaluation split: value (the stitched model), top_score (g alone), penalty
@@ -32,7 +34,7 @@ from transformers import AutoConfig, get_constant_schedule_with_warmup, get_line
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
-from reprsim.layers import matching_layer
+from reprsim.layers import matching_layer, matching_weights
 from reprsim.nets.loading import load_causal_lm, load_classifier, load_encoder, load_tokenizer, n_layers
 from reprsim.nets.streams import model_inputs, residual_stream, streams_and_output
 from reprsim.resampling import METHOD, half_samples, interval, subsample_size
@@ -57,6 +59,8 @@ REPLICATE_COLUMNS = ["dataset", "model_a", "model_b", "layer_a", "layer_b", "phi
                      "value", "penalty", "n", "m"]
 OPTIMIZERS = ("sgd_nesterov", "sgd", "adam")
 SCHEDULES = ("linear", "constant")
+# a learned map's start: the identity where the widths agree, else least squares (auto); least squares always
+STARTS = ("auto", "least_squares")
 # the optimiser of Brown et al. (2023, appendix C.1, after the tuned lens): SGD with Nesterov momentum,
 # learning rate 1.0, 200 warm-up steps of 2,000
 BROWN_OPTIMIZER = {"name": "sgd_nesterov", "learning_rate": 1.0, "momentum": 0.9, "warmup_steps": 200,
@@ -64,9 +68,13 @@ BROWN_OPTIMIZER = {"name": "sgd_nesterov", "learning_rate": 1.0, "momentum": 0.9
 
 
 def layer_pairs(layers, depth_a: int, depth_b: int) -> list[tuple[int, int]]:
-    """(l, m) pairs: "matching" relative depth, "all" (every l, every m), or explicit pairs."""
+    """(l, m) pairs: "matching" relative depth, "reference" (every top layer m = 0..L_g, from the bottom layer at
+    the same relative depth, or the two around it: reprsim.layers.matching_weights, as the universality study
+    reads them), "all" (every l, every m), or explicit pairs."""
     if layers == "matching":
         return [(l, matching_layer(l, depth_a, depth_b)) for l in range(1, depth_a + 1)]
+    if layers == "reference":
+        return [(l, m) for m in range(depth_b + 1) for l, _ in matching_weights(m, depth_b, depth_a)]
     if layers == "all":
         return [(l, m) for l in range(1, depth_a + 1) for m in range(1, depth_b + 1)]
     pairs = [(int(l), int(m)) for l, m in layers]
@@ -140,13 +148,16 @@ def _objective(objective: str, dataset_dir, top_dir, tokenizers, split, device, 
                             train_split=train_split, heldout=heldout)
 
 
-def _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens):
-    """Every learned map at its start: the identity where the shapes allow, else the least-squares
-    map from f's stream at l to g's at m on the first `init_tokens` (non-padding) training tokens."""
+def _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens, start: str = "auto"):
+    """Every learned map at its start: with `start` auto the identity where the shapes allow, else (and with
+    least_squares always) the least-squares map from f's stream at l to g's at m on the first `init_tokens`
+    (non-padding) training tokens."""
+    if start not in STARTS:
+        raise ValueError(f"stitching start {start!r}: expected one of {', '.join(STARTS)}")
     d_in, d_out = _width(bottom), _width(top)
     device = next(bottom.parameters()).device  # the maps train where the models run
     maps = {key: make_phi(key[2], d_in, d_out).to(device) for key in keys}
-    fitted = [key for key in keys if not starts_at_identity(key[2], d_in, d_out)]
+    fitted = [key for key in keys if start == "least_squares" or not starts_at_identity(key[2], d_in, d_out)]
     if not fitted:
         return maps, {key: "identity" for key in keys}
     sources = {l: [] for l, _, _ in fitted}
@@ -296,7 +307,8 @@ def stitch_pair(
     optimizer: dict | None = None, split: str = "validation", train_split: str = "train", seeds=(0,),
     resamples: int = 40, confidence: float = 0.95, interval_seed: int = 0, chance_permutations: int = 100,
     chance_seed: int = 0, max_length: int | None = None, context: int | None = None, max_examples: int | None = None,
-    init_tokens: int = 20000, heldout: int = 0, on_width_mismatch: str = "refuse", device: torch.device | None = None,
+    init_tokens: int = 20000, heldout: int = 0, start: str = "auto", on_width_mismatch: str = "refuse",
+    device: torch.device | None = None,
     names: tuple[str, str] | None = None, dataset: str | None = None, self_table: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The stitching table and its half-sample replicates for bottom model f (`bottom_dir`, model_a)
@@ -333,7 +345,8 @@ def stitch_pair(
     for index, seed in enumerate(map(int, seeds)):
         torch.manual_seed(seed)
         keys = [(l, mm, kind) for l, mm in pairs for kind in learned]
-        fitted, start_of = _start_maps(keys, bottom, top, task, batch_size, seed, init_tokens) if keys else ({}, {})
+        fitted, start_of = (_start_maps(keys, bottom, top, task, batch_size, seed, init_tokens, start) if keys
+                            else ({}, {}))
         copies = {key: copy.deepcopy(phi) for key, phi in fitted.items()}
         record = _train(fitted, bottom, top, task, steps, batch_size, optimizer or {}, seed, f"{label}, seed {seed}")
         for key, phi in fitted.items():

@@ -81,6 +81,43 @@ def check_same_rows(series: pd.DataFrame, replicate_series: pd.DataFrame, what: 
     return int(next(iter(ns))), int(next(iter(ms)))
 
 
+@dataclass(frozen=True)
+class StitchArrays(PairArrays):
+    """The functional sense's values: (bottom, top) -> (L_bottom+1, L_top+1) grids of −penalty (the stitched
+    model's shortfall from the top model alone, negated so that higher = more alike), NaN where not stitched;
+    directed, as stitching is: :meth:`between` gives x's layers stitched into y."""
+
+    def between(self, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
+        if (x, y) not in self.values:
+            raise KeyError(f"no stitch table of {x} into {y}: the functional sense stitches every level's, the "
+                           "floor's and the other seeds' models into each reference model")
+        return self.values[(x, y)], self.draws[(x, y)]
+
+
+# the metric whose penalty the functional sense reads, per stitching objective (reprsim.stages.stitch.objectives)
+STITCH_METRIC = {"language_modeling": "cross_entropy", "classification": "accuracy"}
+
+
+def stitch_arrays(table: pd.DataFrame, replicates: pd.DataFrame) -> tuple[StitchArrays, dict[str, int]]:
+    """The stitch jobs' tables (reprsim.stages.stitch.pairs: one map, one seed) as :class:`StitchArrays`, and each
+    model's depth; a ValueError where the jobs were scored on different rows."""
+    metric = STITCH_METRIC[table["objective"].iloc[0]]
+    mine, reps = table[table["metric"] == metric], replicates[replicates["metric"] == metric]
+    n, m = check_same_rows(mine, reps, "the functional sense's stitch jobs")
+    resamples = int(reps["replicate"].max()) + 1
+    depths = {**dict(zip(mine["model_a"], mine["n_layers_a"])), **dict(zip(mine["model_b"], mine["n_layers_b"]))}
+    values, draws = {}, {}
+    for (a, b), rows in mine.groupby(["model_a", "model_b"], sort=False):
+        shape = (depths[a] + 1, depths[b] + 1)
+        values[(a, b)] = np.full(shape, np.nan)
+        values[(a, b)][rows["layer_a"].to_numpy(), rows["layer_b"].to_numpy()] = -rows["penalty"].to_numpy(float)
+        draws[(a, b)] = np.full((resamples, *shape), np.nan)
+    for (a, b), rows in reps.groupby(["model_a", "model_b"], sort=False):
+        draws[(a, b)][rows["replicate"].to_numpy(), rows["layer_a"].to_numpy(),
+                      rows["layer_b"].to_numpy()] = -rows["penalty"].to_numpy(float)
+    return StitchArrays(values, draws, n, m), {name: int(depth) for name, depth in depths.items()}
+
+
 def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: str,
                 null_series: pd.DataFrame | None = None) -> tuple[PairArrays, PairArrays | None]:
     """One measure's series (reprsim.pair_series.oriented, one dataset and representation) as arrays per pair; and,

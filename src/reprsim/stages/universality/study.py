@@ -7,6 +7,7 @@ statement written out from them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -19,9 +20,9 @@ from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
 from reprsim.relations import cross_seed
 from reprsim.resampling import interval
-from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW, SENSES, sense_of
-from reprsim.stages.universality.shares import (SEED_DRAWS, Terms, depth_groups, null_share, pair_arrays, pooled,
-                                                share, term)
+from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES, sense_of
+from reprsim.stages.universality.shares import (SEED_DRAWS, Term, Terms, depth_groups, null_share, pair_arrays,
+                                                pooled, share, stitch_arrays, term)
 
 COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", "family", "depth", "layer",
            "relative_depth", "u", "ci_low", "ci_high", "interval_basis", "verdict", "margin", "rows_ci_low",
@@ -46,7 +47,9 @@ FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "ob
                 "training_time": "training time", "placebo": "nothing (the seed placebo)",
                 "dimension": "dimension alone (the dimension placebo)"}
 PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
-FUNCTION_UNMEASURED = "no stitching into the reference in this study"
+assert PLACEBO[0] in ANSWER_TOPICS  # the seed placebo's sentence (the study's resolution) is an answer
+FUNCTION_UNMEASURED = "no stitching into the reference in this study: set universality.function"
+FUNCTION_MEASURE = "stitching penalty"  # the functional sense's "measure" in the sense table
 # parameters a measure can be swept in (a k sweep of a neighbourhood measure; the dimensions a CCA-family measure
 # keeps): a second configuration of the measure that changes one of them is read as a control of the first
 SWEPT = ("k", "pca_dims", "threshold")
@@ -83,18 +86,23 @@ class Study:
         """(the measure `label` sweeps, the parameter it changes): the first measure before it in the configuration
         with the same measure on the stored features whose params differ from its own in one of :data:`SWEPT`
         alone, itself no sweep of another; None for a measure that sweeps none."""
-        if self.conditioning(label) != "none":
-            return None
-        mine = self._params(label)
-        for other in self.measures:
-            if other == label:
-                return None
-            theirs = self._params(other)
-            differ = {key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key)}
-            if (self.measures[other] == self.measures[label] and self.conditioning(other) == "none"
-                    and len(differ) == 1 and differ <= set(SWEPT) and self._swept(other) is None):
-                return other, differ.pop()
-        return None
+        return self._sweeps.get(label)
+
+    @cached_property
+    def _sweeps(self) -> dict[str, tuple[str, str]]:
+        """label -> (the measure it sweeps, the parameter it changes), found once in the configuration's order."""
+        sweeps: dict[str, tuple[str, str]] = {}
+        stored = [label for label in self.measures if self.conditioning(label) == "none"]
+        for k, label in enumerate(stored):
+            mine = self._params(label)
+            for other in stored[:k]:
+                theirs = self._params(other)
+                differ = {key for key in {*mine, *theirs} if mine.get(key) != theirs.get(key)}
+                if (self.measures[other] == self.measures[label] and len(differ) == 1 and differ <= set(SWEPT)
+                        and other not in sweeps):
+                    sweeps[label] = (other, differ.pop())
+                    break
+        return sweeps
 
     def is_control(self, label: str) -> bool:
         """A measure on conditioned features, or one that sweeps an earlier measure's k, pca_dims or threshold."""
@@ -200,10 +208,13 @@ def _competence(models: Sequence[str], reference: Sequence[str], competence: Map
 
 def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: Study, metas: Mapping[str, Mapping],
                         grounding: pd.DataFrame | None = None,
-                        competence: Mapping[str, Mapping] | None = None) -> StudyTables:
+                        competence: Mapping[str, Mapping] | None = None,
+                        function: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+                        function_left_out: Mapping[str, str] | None = None) -> StudyTables:
     """The study's tables (:class:`StudyTables`) from the pair tables and replicates of one dataset and
     representation; `competence` (model -> {accuracy, chance}: the shared probe's best layer) puts each level's
-    competence beside its own loss."""
+    competence beside its own loss; `function` (the functional sense's stitch tables and replicates) gives the
+    sense table its functional row, and `function_left_out` ("factor/level" -> why) says why a level has none."""
     competence = competence or {}
     if pairs.empty:
         raise ValueError("the universality study has no pair table to read")
@@ -249,7 +260,9 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
         arrays, nulls = pair_arrays(series, replicate_series, label, null_series)
         seeds = term(arrays, seed_couples, depths, reference_depth)
         floor = term(arrays, floor_couples, depths, reference_depth)
-        kept[label] = {SEEDS_ROW: _against_identity(study, label, seeds, floor, reference_draws)}
+        spec = MEASURES[study.measures[label]]
+        identical = spec.identical if spec.kind == "similarity" else -spec.identical
+        kept[label] = {SEEDS_ROW: _against_identity(study, seeds, floor, reference_draws, identical)}
         seeds_null = term(nulls, seed_couples, depths, reference_depth).mean()[0] if nulls else None
         common = {"dataset": dataset, "representation": representation, "measure": label,
                   "family": study.family(label), "grounding_failed": ", ".join(failed.get(label, [])),
@@ -259,10 +272,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
         for factor, level, models, couples, counts, fit in levels:
             variant = term(arrays, couples, depths, reference_depth)
             variant_null = term(nulls, couples, depths, reference_depth).mean()[0] if nulls else None
-            # each resampled group's draws at all rows: (variant, seeds, floor) values, the group's size
-            under_draws = [((variant.drawn(first, second, study.seed_draws),
-                             seeds.drawn(both, both, study.seed_draws), floor.drawn(both, both, study.seed_draws)),
-                            size, group == "level") for group, first, second, both, size in counts]
+            under_draws = _under_draws(study, variant, seeds, floor, counts)
             kept[label][(factor, level)] = Terms(variant.mean(), seeds.mean(), floor.mean(), under_draws)
             for depth, layers in groups.items():
                 row = share(variant.mean(), seeds.mean(), floor.mean(), layers, arrays.n, arrays.m,
@@ -285,7 +295,10 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
             curve += [{**common, **grounded, **point} for point in points]
             claims += [{**common, **grounded, **claim} for claim in found]
     table = pd.DataFrame(rows, columns=COLUMNS)
-    senses = _sense_table(table, kept, study, levels, groups, dataset, representation)
+    functional = (_function_terms(*function, study, levels, reference_depth, reference_draws)
+                  if function is not None and len(function[0]) else None)
+    senses = _sense_table(table, kept, study, levels, groups, dataset, representation, functional,
+                          function_left_out or {})
     curve_table = pd.DataFrame(curve, columns=CONVERGENCE_COLUMNS)
     claim_table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
     return StudyTables(table, senses, curve_table, claim_table, _control_table(table, study))
@@ -314,28 +327,75 @@ def _control_table(table: pd.DataFrame, study: Study) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CONTROL_COLUMNS)
 
 
-def _against_identity(study: Study, label: str, seeds, floor, reference_draws) -> Terms:
+def _under_draws(study: Study, variant: Term, seeds: Term, floor: Term, counts) -> list:
+    """Each resampled group's draws at all rows (:func:`_seed_draws`): the (variant, seeds, floor) terms' values
+    under its draws, the group's size, whether it is the level."""
+    return [((variant.drawn(first, second, study.seed_draws), seeds.drawn(both, both, study.seed_draws),
+              floor.drawn(both, both, study.seed_draws)), size, group == "level")
+            for group, first, second, both, size in counts]
+
+
+def _against_identity(study: Study, seeds: Term, floor: Term, reference_draws, identical: float | Term) -> Terms:
     """The seed siblings as a level against identical copies: variant = the seeds' term, the "seeds" term = the
-    measure's value on identical inputs (similarity-oriented: a distance's 0), so that u = (S_seeds − S_floor) /
-    (S_identical − S_floor); the reference's and the floor's models resampled (the reference's draws as the
-    level's)."""
-    spec = MEASURES[study.measures[label]]
-    identical = spec.identical if spec.kind == "similarity" else -spec.identical
+    value on identical inputs (`identical`: a measure's constant, similarity-oriented: a distance's 0; or, for the
+    functional sense, each reference seed stitched into itself), so that u = (S_seeds − S_floor) / (S_identical −
+    S_floor); the reference's and the floor's models resampled (the reference's draws as the level's)."""
     value, draws = seeds.mean()
-    same = (np.full_like(value, identical), np.full_like(draws, identical))
+    if isinstance(identical, Term):
+        same = identical.mean()
+    else:
+        same = (np.full_like(value, identical), np.full_like(draws, identical))
     under_draws = []
     for group, _, _, both, size in reference_draws:
         drawn = seeds.drawn(both, both, study.seed_draws)
-        under_draws.append(((drawn, np.full_like(drawn, identical), floor.drawn(both, both, study.seed_draws)), size,
+        # a self-stitch is one model: it weighs the times that model is drawn, not their square
+        same_drawn = identical.drawn(both, {}, study.seed_draws) if isinstance(identical, Term) else \
+            np.full_like(drawn, identical)
+        under_draws.append(((drawn, same_drawn, floor.drawn(both, both, study.seed_draws)), size,
                             group == "reference"))
     return Terms((value, draws), same, floor.mean(), under_draws)
 
 
+class Functional(NamedTuple):
+    """The functional sense's terms per (factor, level) (SEEDS_ROW: the seed siblings against each seed stitched
+    into itself), on n evaluation rows with replicates of m."""
+
+    terms: Mapping[tuple[str, str], Terms]
+    n: int
+    m: int
+
+
+def _function_terms(table: pd.DataFrame, replicates: pd.DataFrame, study: Study, levels, reference_depth: int,
+                    reference_draws) -> Functional:
+    """The functional sense's terms from the stitch jobs (reprsim.workflow.stitching.function_plan): S = −penalty of
+    a model's layers stitched into a reference model at each reference layer (the bottom met at the same relative
+    depth); the seed siblings stitched both ways; the identical end each reference seed into itself. A level whose
+    models were not stitched is left out."""
+    arrays, depths = stitch_arrays(table, replicates)
+    if depths.get(study.reference[0]) != reference_depth:
+        raise ValueError(f"the stitch tables give {study.reference[0]} {depths.get(study.reference[0])} layers, the "
+                         f"pair tables {reference_depth}")
+    seed_couples = cross_seed(study.specs, study.reference, study.reference)  # both ways: stitching is directed
+    seeds = term(arrays, seed_couples, depths, reference_depth)
+    floor = term(arrays, cross_seed(study.specs, study.floor, study.reference), depths, reference_depth)
+    identical = term(arrays, [(r, r) for r in study.reference], depths, reference_depth)
+    terms = {SEEDS_ROW: _against_identity(study, seeds, floor, reference_draws, identical)}
+    for factor, level, _, couples, counts, _ in levels:
+        if couples and all(couple in arrays.values for couple in couples):
+            variant = term(arrays, couples, depths, reference_depth)
+            terms[(factor, level)] = Terms(variant.mean(), seeds.mean(), floor.mean(),
+                                           _under_draws(study, variant, seeds, floor, counts))
+    return Functional(terms, arrays.n, arrays.m)
+
+
 def _sense_table(table: pd.DataFrame, kept: Mapping[str, Mapping[tuple[str, str], Terms]], study: Study, levels,
-                 groups: Mapping[str, np.ndarray], dataset: str, representation: str) -> pd.DataFrame:
+                 groups: Mapping[str, np.ndarray], dataset: str, representation: str,
+                 functional: Functional | None = None,
+                 function_left_out: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Factor level × sense × third: u pooled over the sense's grounded measures whose seed siblings lie clearly
     above the floor in that third (:func:`reprsim.stages.universality.shares.pooled`), with its interval and verdict;
-    a sense without such a measure says why. The first row block is the seed siblings against identical copies."""
+    a sense without such a measure says why; the functional sense's u from the stitching penalty (`functional`).
+    The first row block is the seed siblings against identical copies."""
     labels = list(kept)
     n, m = (int(table["n"].iloc[0]), int(table["m"].iloc[0])) if len(table) else (0, 0)
     sense_of_label = {label: study.sense(label) for label in labels}
@@ -352,6 +412,10 @@ def _sense_table(table: pd.DataFrame, kept: Mapping[str, Mapping[tuple[str, str]
                 base = {"dataset": dataset, "representation": representation, "factor": factor, "level": level,
                         "models": models, "sense": sense, "question": question, "depth": depth,
                         "margin": study.margin, "n": n, "m": m}
+                if sense == "function":
+                    rows.append({**base, **_function_row(functional, function_left_out or {}, study, factor, level,
+                                                         layers)})
+                    continue
                 # against identical copies every grounded measure counts (S_identical is the measure's maximum)
                 use = [label for label in mine if label in grounded
                        and ((factor, level) == SEEDS_ROW or above.get((label, factor, level, depth)))]
@@ -359,8 +423,7 @@ def _sense_table(table: pd.DataFrame, kept: Mapping[str, Mapping[tuple[str, str]
                 left += [f"{label} (seeds not clearly above the floor)" for label in mine
                          if label in grounded and label not in use]
                 if not use:
-                    why = (FUNCTION_UNMEASURED if sense == "function" else
-                           "no measure of this sense in the study" if not mine else "no grounded measure qualifies")
+                    why = "no measure of this sense in the study" if not mine else "no grounded measure qualifies"
                     rows.append({**base, "u": np.nan, "ci_low": np.nan, "ci_high": np.nan, "interval_basis": "",
                                  "verdict": "not measured", "measures": "", "n_measures": 0,
                                  "left_out": "; ".join([why, *left])})
@@ -372,6 +435,22 @@ def _sense_table(table: pd.DataFrame, kept: Mapping[str, Mapping[tuple[str, str]
                                                                   "verdict")},
                              "measures": ", ".join(use), "n_measures": len(use), "left_out": "; ".join(left)})
     return pd.DataFrame(rows, columns=SENSE_COLUMNS)
+
+
+def _function_row(functional: Functional | None, left_out: Mapping[str, str], study: Study, factor: str, level: str,
+                  layers: np.ndarray) -> dict:
+    """The functional sense's cell of one level and third: u of the stitching penalty, its interval and verdict; or
+    why it was not measured."""
+    terms = functional.terms.get((factor, level)) if functional is not None else None
+    if terms is None:
+        why = (FUNCTION_UNMEASURED if functional is None else
+               left_out.get(f"{factor}/{level}", "its models were not stitched into the reference"))
+        return {"u": np.nan, "ci_low": np.nan, "ci_high": np.nan, "interval_basis": "", "verdict": "not measured",
+                "measures": "", "n_measures": 0, "left_out": why}
+    row = share(terms.variant, terms.seeds, terms.floor, layers, functional.n, functional.m, study.confidence,
+                study.margin, terms.seed_draws)
+    return {**{key: row[key] for key in ("u", "ci_low", "ci_high", "interval_basis", "verdict")},
+            "measures": FUNCTION_MEASURE, "n_measures": 1, "left_out": "", "n": functional.n, "m": functional.m}
 
 
 def _seed_draws(study: Study):
@@ -492,6 +571,24 @@ def sense_sentence(senses: pd.DataFrame, factor: str, level: str) -> str:
     return f"In which sense: {'; '.join(parts)}." if parts else ""
 
 
+def sense_answer(senses: pd.DataFrame, sense: str) -> str:
+    """One sense's answer over the factor levels (the seed placebo and the seed row aside): the precise question
+    and the verdicts over the thirds of each level measured in that sense in some third; "" where none is."""
+    rows = senses[(senses["sense"] == sense) & senses["depth"].str.endswith("third")
+                  & ~senses["factor"].isin([SEEDS_ROW[0], PLACEBO[0]])]
+    parts = [f"{_level_words(factor, level)}: {_thirds_said(cells)}"
+             for (factor, level), cells in rows.groupby(["factor", "level"], sort=False)
+             if (cells["verdict"] != "not measured").any()]
+    if not parts:
+        return ""
+    return (f"Does a change of one factor keep {SENSES[sense]} ({sense}; u = 1: as alike as another seed, 0: as the "
+            f"floor)? " + "; ".join(parts) + ".")
+
+
+def _level_words(factor: str, level: str) -> str:
+    return f"{FACTOR_NAMES.get(factor, factor)} {level}"
+
+
 def controls_sentence(controls: pd.DataFrame) -> str:
     """What the artefact controls did to the verdicts: each changed verdict, or that none changed."""
     named = ", ".join(f"{r.control} ({r.measure}, {r.change})"
@@ -507,13 +604,32 @@ def controls_sentence(controls: pd.DataFrame) -> str:
     return text + f"{len(changed)} of {len(controls)} verdicts {verb} from their twins': " + "; ".join(parts) + "."
 
 
+def convergence_sentence(claims: pd.DataFrame, lead: str) -> str:
+    """How cross-seed similarity under the lead measure changes over training time, per third, with Spearman's ρ
+    against the validation loss; "" without the claims."""
+    mine = claims[(claims["measure"] == lead) & claims["depth"].str.endswith("third")]
+    rises = mine[mine["statistic"] == "last minus first"]
+    if rises.empty:
+        return ""
+    parts = [f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth} ({r.verdict})" for r in rises.itertuples()]
+    rhos = mine[mine["statistic"] == "spearman_rho_loss"]
+    text = (f"Over training time (step {int(rises['first_step'].iloc[0])} to {int(rises['last_step'].iloc[0])}), "
+            f"cross-seed similarity ({lead}) changes by {'; '.join(parts)}")
+    if not rhos.empty:
+        text += "; Spearman ρ with the validation loss falling: " + "; ".join(
+            f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth}" for r in rhos.itertuples())
+    return text + "."
+
+
 def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
               senses: pd.DataFrame | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The study written out, one quotable sentence per factor level and one for convergence: u with its
-    interval in each third under the lead measure (the first grounded one in the configuration's order), in
-    how many grounded measures each verdict holds, and (given the sense table) the verdicts per sense of
-    similarity; how near to identical the seed siblings come in each sense; which artefact controls changed a
-    verdict; measures that failed a grounding test are named and left out."""
+    """The study written out. First the answers (reprsim.senses.ANSWER_TOPICS, at most ten sentences): the
+    resolution the seed placebo gives; how near to identical the seed siblings come in each sense; per sense of
+    similarity, the question and each level's verdicts over the thirds; which artefact controls changed a verdict;
+    convergence over training time. Then one quotable sentence per factor level: u with its interval in each third
+    under the lead measure (the first grounded one in the configuration's order), in how many grounded measures each
+    verdict holds, its verdicts per sense, its fit and competence; last, the measures that failed a grounding test,
+    left out."""
     sentences = []
     headline = [label for label in study.measures if label in set(table.loc[table["headline"], "measure"])]
     lead = headline[0] if headline else None
@@ -533,6 +649,15 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         sentences.append({"topic": SEEDS_ROW[0], "level": SEEDS_ROW[1], "text": (
             f"Seed siblings of the reference recipe against identical copies (u = 1: identical, 0: the floor). "
             f"{seeds}")})
+    for sense in SENSES if senses is not None and len(senses) else ():
+        answer = sense_answer(senses, sense)
+        if answer:
+            sentences.append({"topic": "sense", "level": sense, "text": answer})
+    if controls is not None and len(controls):
+        sentences.append({"topic": "controls", "level": "", "text": controls_sentence(controls)})
+    converging = convergence_sentence(claims, lead) if not claims.empty and lead is not None else ""
+    if converging:
+        sentences.append({"topic": "convergence", "level": "", "text": converging})
     for (factor, level), rows in table[table["factor"] != PLACEBO[0]].groupby(["factor", "level"], sort=False):
         thirds = rows[rows["depth"].str.endswith("third") & rows["headline"]]
         if lead is None or thirds.empty:
@@ -576,21 +701,6 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
                      f"seeds {first['probe_reference_low']:.2f}–{first['probe_reference_high']:.2f}, chance "
                      f"{first['probe_chance']:.2f}): {first['probe_note']}.")
         sentences.append({"topic": factor, "level": level, "text": text})
-    if not claims.empty and lead is not None:
-        mine = claims[(claims["measure"] == lead) & claims["depth"].str.endswith("third")]
-        rises = mine[mine["statistic"] == "last minus first"]
-        if not rises.empty:
-            parts = [f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth} ({r.verdict})"
-                     for r in rises.itertuples()]
-            rhos = mine[mine["statistic"] == "spearman_rho_loss"]
-            text = (f"Over training time (step {int(rises['first_step'].iloc[0])} to {int(rises['last_step'].iloc[0])}), "
-                    f"cross-seed similarity ({lead}) changes by {'; '.join(parts)}")
-            if not rhos.empty:
-                text += "; Spearman ρ with the validation loss falling: " + "; ".join(
-                    f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth}" for r in rhos.itertuples())
-            sentences.append({"topic": "convergence", "level": "", "text": text + "."})
-    if controls is not None and len(controls):
-        sentences.append({"topic": "controls", "level": "", "text": controls_sentence(controls)})
     left_out = table.loc[table["grounding_failed"] != "", ["measure", "grounding_failed"]].drop_duplicates()
     if not left_out.empty:
         sentences.append({"topic": "grounding", "level": "", "text": "Left out of these statements, having failed a "
