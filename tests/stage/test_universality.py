@@ -175,3 +175,34 @@ def test_a_variant_differing_in_two_factors_is_refused_naming_both():
     assert len(problems) == 1
     assert "wide_deep" in problems[0] and "config.n_layer (depth" in problems[0] and "learning_rate" in problems[0]
     assert ("r0", "wide") in study_pairs(specs, study) and ("r1", "r0") not in study_pairs(specs, study)
+
+
+def test_convergence_is_stated_against_competence_on_the_shared_probe():
+    """Cross-seed similarity rises over the checkpoints (the signal at strength 0.5, 0.8, then 1), so its Spearman ρ
+    with the shared probe's accuracy is +1 in every third where accuracy rises with it, −1 where it falls; a stage
+    whose models were not probed leaves the claim out."""
+    from universality_study import FACTORS, MEASURE_SPECS, REFERENCE, models_and_specs
+
+    models, specs = models_and_specs()
+    factors = {"training_time": FACTORS["training_time"]}
+    study = Study(reference=REFERENCE, floor=["floor-s9"], factors=factors, margin=0.1, confidence=0.95, specs=specs,
+                  measures={"linear_cka": "cka"})
+    pairs = study_pairs(specs, {"reference": REFERENCE, "floor": ["floor-s9"], "factors": factors})
+    table, replicates = pair_tables(models, pairs, {"linear_cka": MEASURE_SPECS["linear_cka"]})
+    stages = {25: 0.55, 100: 0.60, 400: 0.62}  # each stage's probe accuracy, rising with the step
+    rising = {(f"ref-s{s}@{step}" if step != 400 else f"ref-s{s}"): {"accuracy": accuracy, "chance": 0.5}
+              for step, accuracy in stages.items() for s in range(3)}
+    falling = {model: {**entry, "accuracy": 1.2 - entry["accuracy"]} for model, entry in rising.items()}
+    for competence, expected in ((rising, 1.0), (falling, -1.0)):
+        tables = universality_tables(table, replicates, study, metas={}, competence=competence)
+        claims = tables.claims[tables.claims["depth"].str.endswith("third")]
+        rho = claims[claims["statistic"] == "spearman_rho_competence"]
+        assert len(rho) == 3 and (rho["estimate"] == expected).all()
+        thirds = tables.convergence[tables.convergence["depth"].str.endswith("third")]
+        assert sorted(set(thirds["probe_accuracy"].round(2))) == sorted({round(a if expected > 0 else 1.2 - a, 2)
+                                                                          for a in stages.values()})
+    text = statement(tables.universality, tables.claims, study)["text"].str.cat(sep=" ")
+    assert "Spearman ρ with the shared probe's accuracy rising: -1.00" in text
+    unprobed = {model: entry for model, entry in rising.items() if not model.endswith("@25")}
+    claims = universality_tables(table, replicates, study, metas={}, competence=unprobed).claims
+    assert "spearman_rho_competence" not in set(claims["statistic"])

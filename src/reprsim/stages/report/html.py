@@ -1141,7 +1141,8 @@ THIRDS = ("lower third", "middle third", "upper third")
 FACTOR_NAMES = {"training_time": "training time", "data": "training data", "placebo": "seed placebo",
                 "dimension": "dimension placebo"}
 CLAIM_STATISTICS = {"last minus first": "last − first step", "spearman_rho_step": "Spearman ρ with the step",
-                    "spearman_rho_loss": "Spearman ρ with the validation loss falling"}
+                    "spearman_rho_loss": "Spearman ρ with the validation loss falling",
+                    "spearman_rho_competence": "Spearman ρ with the shared probe's accuracy rising"}
 
 
 def _statement(inputs: ReportInputs) -> tuple[list[str], list[str]]:

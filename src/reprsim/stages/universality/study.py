@@ -35,7 +35,8 @@ COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", 
            "reference_quality_low", "reference_quality_high", "quality_note", "probe_accuracy", "probe_reference_low",
            "probe_reference_high", "probe_chance", "probe_note", "n", "m", "n_resamples"]
 CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "layer", "level", "step",
-                       "similarity", "ci_low", "ci_high", "validation_cross_entropy", "n_seed_pairs", "n", "m"]
+                       "similarity", "ci_low", "ci_high", "validation_cross_entropy", "probe_accuracy", "n_seed_pairs",
+                       "n", "m"]
 SENSE_COLUMNS = ["dataset", "representation", "factor", "level", "models", "sense", "question", "depth", "u", "ci_low",
                  "ci_high", "interval_basis", "verdict", "margin", "measures", "n_measures", "left_out", "n", "m"]
 CONTROL_COLUMNS = ["dataset", "representation", "factor", "level", "depth", "control", "conditioning", "change",
@@ -289,7 +290,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
                              "n_floor_models": len(study.floor), **fit})
         if "training_time" in study.factors:
             points, found = _convergence(arrays, study, depths, reference_depth, metas, seeds.mean(), seed_couples,
-                                         groups)
+                                         groups, competence)
             # a control's curve and claims are drawn and listed like any measure's, not marked as failing grounding
             grounded = {"headline": label not in failed}
             curve += [{**common, **grounded, **point} for point in points]
@@ -495,10 +496,13 @@ def _step(spec: Mapping) -> int:
     return int((spec.get("recipe") or {}).get("step", -1))
 
 
-def _convergence(arrays, study: Study, depths, reference_depth, metas, seeds, seed_couples, groups):
+def _convergence(arrays, study: Study, depths, reference_depth, metas, seeds, seed_couples, groups,
+                 competence: Mapping[str, Mapping] | None = None):
     """Cross-seed similarity at each checkpoint (training_time levels) and at the end of training (the reference's
-    seed siblings), and the claims that it rises: last minus first, Spearman ρ with the step and with the
-    validation cross-entropy falling, each with its interval from the shared replicates."""
+    seed siblings), and the claims that it rises: last minus first, Spearman ρ with the step, with the validation
+    cross-entropy falling and (where every stage's models were probed) with the shared probe's accuracy rising
+    (convergence against competence, not only steps: Huh et al. 2024), each with its interval from the shared
+    replicates."""
     from scipy.stats import spearmanr  # here: the table job needs it only for a study over training time
 
     stages = []
@@ -514,15 +518,18 @@ def _convergence(arrays, study: Study, depths, reference_depth, metas, seeds, se
     n, m = arrays.n, arrays.m
     losses = np.array([np.mean([float(metas.get(model, {}).get("validation_cross_entropy", np.nan))
                                 for model in stage[4]]) for stage in stages])
+    accuracies = np.array([np.mean([float((competence or {}).get(model, {}).get("accuracy", np.nan))
+                                    for model in stage[4]]) for stage in stages])
     steps = np.array([stage[1] for stage in stages], dtype=float)
     for depth, layers in groups.items():
         values = np.array([np.mean(stage[2][0][layers]) for stage in stages])
         draws = np.stack([np.mean(stage[2][1][:, layers], axis=1) for stage in stages], axis=1)  # (R, stages)
-        for (level, step, _, count, _), value, draw, loss in zip(stages, values, draws.T, losses):
+        for (level, step, _, count, _), value, draw, loss, accuracy in zip(stages, values, draws.T, losses,
+                                                                           accuracies):
             low, high = interval(value, draw, n, m, study.confidence)
             points.append({"depth": depth, "layer": int(layers[0]) if len(layers) == 1 else -1, "level": level,
                            "step": step, "similarity": value, "ci_low": low, "ci_high": high,
-                           "validation_cross_entropy": loss, "n_seed_pairs": count})
+                           "validation_cross_entropy": loss, "probe_accuracy": accuracy, "n_seed_pairs": count})
         if len(stages) < 2:
             continue
         base = {"depth": depth, "first_step": int(steps[0]), "last_step": int(steps[-1]),
@@ -531,7 +538,8 @@ def _convergence(arrays, study: Study, depths, reference_depth, metas, seeds, se
         low, high = interval(rise, rise_draws, n, m, study.confidence)
         claims.append({**base, "statistic": "last minus first", "estimate": rise, "ci_low": low, "ci_high": high,
                        "verdict": "rises" if low > 0 else "falls" if high < 0 else "no clear change"})
-        for statistic, against in (("spearman_rho_step", steps), ("spearman_rho_loss", -losses)):
+        for statistic, against in (("spearman_rho_step", steps), ("spearman_rho_loss", -losses),
+                                   ("spearman_rho_competence", accuracies)):
             if len(stages) < 3 or not np.isfinite(against).all():
                 continue
             rho = float(spearmanr(values, against).statistic)
@@ -606,18 +614,20 @@ def controls_sentence(controls: pd.DataFrame) -> str:
 
 def convergence_sentence(claims: pd.DataFrame, lead: str) -> str:
     """How cross-seed similarity under the lead measure changes over training time, per third, with Spearman's ρ
-    against the validation loss; "" without the claims."""
+    against the validation loss and against competence on the shared probe; "" without the claims."""
     mine = claims[(claims["measure"] == lead) & claims["depth"].str.endswith("third")]
     rises = mine[mine["statistic"] == "last minus first"]
     if rises.empty:
         return ""
     parts = [f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth} ({r.verdict})" for r in rises.itertuples()]
-    rhos = mine[mine["statistic"] == "spearman_rho_loss"]
     text = (f"Over training time (step {int(rises['first_step'].iloc[0])} to {int(rises['last_step'].iloc[0])}), "
             f"cross-seed similarity ({lead}) changes by {'; '.join(parts)}")
-    if not rhos.empty:
-        text += "; Spearman ρ with the validation loss falling: " + "; ".join(
-            f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth}" for r in rhos.itertuples())
+    for statistic, against in (("spearman_rho_loss", "the validation loss falling"),
+                               ("spearman_rho_competence", "the shared probe's accuracy rising")):
+        rhos = mine[mine["statistic"] == statistic]
+        if not rhos.empty:
+            text += f"; Spearman ρ with {against}: " + "; ".join(
+                f"{_format(r.estimate, r.ci_low, r.ci_high)} in the {r.depth}" for r in rhos.itertuples())
     return text + "."
 
 
