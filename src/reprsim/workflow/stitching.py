@@ -1,11 +1,13 @@
-"""The stitching jobs a configuration asks for (torch-free: the DAG and the config check use it).
+"""The stitching jobs a configuration asks for (torch-free: the DAG and the config check use it): the stitching
+stage's (`stitching`), and the universality study's functional sense (`universality.function`, :func:`function_plan`).
 
 A configured pair [a, b] is stitched both ways, a into b and b into a, and each model into itself
 (the self-stitch baseline); `pairs: null` pairs every two models fine-tuned on the same dataset and
 every two causal LMs pretrained (source pretrain) on the same dataset. A pretraining's checkpoints are left
 out of the default pairs (they would multiply the jobs; name them in `pairs`), and so are masked LMs, which
 language-modelling stitching cannot score: it predicts the next token, which a masked LM's bidirectional
-attention would see.
+attention would see. The functional sense stitches every level's, the floor's and the other seeds' models into each
+reference seed of another seed, and each reference seed into itself, under the references' own objective.
 """
 
 from __future__ import annotations
@@ -115,8 +117,8 @@ class FunctionPlan(NamedTuple):
 
 
 def _tokenizer_identity(models: dict, name: str, seen: tuple = ()) -> str:
-    """What tokenizes a model's text, followed through the model it borrows its tokenizer from, the base it was
-    fine-tuned from, or the run it is a checkpoint of."""
+    """What tokenizes a model's text, followed through the model it borrows its tokenizer from or the base it was
+    fine-tuned from (a checkpoint carries its run's spec, tokenizer included)."""
     spec = models.get(name, {})
     for key in ("tokenizer", "base"):
         value = spec.get(key)
