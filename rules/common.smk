@@ -14,7 +14,7 @@ from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
 from reprsim.workflow import brought
 from reprsim.workflow.codedeps import code_dependencies
-from reprsim.workflow.stitching import function_plan
+from reprsim.workflow.stitching import function_plan, function_settings
 from reprsim.workflow import slurm as slurm_controller
 
 # Threads of the model rules (fine-tuning, extraction, truncation, skipping, stitching, aligners). Measured on this

@@ -29,15 +29,6 @@ def per_function_job(template):
     return [template.format(dataset=job.dataset, model_a=job.bottom, model_b=job.top) for job in FUNCTION.jobs]
 
 
-def function_settings(wildcards):
-    """The stitch script's settings for the functional sense: the section's map and training, on the study's
-    similarity split, into every layer of the reference model from the bottom's layers at the same relative depth."""
-    function = STUDY["function"]
-    return canonical({**{key: function[key] for key in ("steps", "batch_size", "optimizer", "max_examples",
-                                                        "init_tokens", "heldout", "start")},
-                      "phi": [function["phi"]], "layers": "reference", "objective": FUNCTION.objective,
-                      "split": config["similarity"]["split"], "seeds": [0], "max_length": None, "context": None,
-                      "chance_permutations": 100})
 # competence on one yardstick where the study's dataset is labelled: every study model probed (floor included)
 PROBED_FOR_COMPETENCE = (study_models() if STUDY is not None and STUDY_DATASET in config["datasets"]
                          and dataset_is_labelled(config["datasets"][STUDY_DATASET]) else [])
@@ -120,7 +111,7 @@ rule function_stitch:
         model_a=_one_of(FUNCTION_MODELS),
         model_b=_one_of(FUNCTION_MODELS),
     params:
-        settings=function_settings,
+        settings=canonical(function_settings(config)) if FUNCTION.jobs else "",
         intervals=canonical(config["similarity"]["intervals"]),
         device=config["device"],
     threads: JOB_THREADS

@@ -22,6 +22,12 @@ def matching_weights(layer: int, depth_from: int, depth_to: int) -> list[tuple[i
     return [(below, 1.0 - weight), (below + 1, weight)]
 
 
+def reference_pairs(depth_bottom: int, depth_top: int) -> list[tuple[int, int]]:
+    """(bottom layer, top layer) for every top layer 0..depth_top, from the bottom's layer at the same relative
+    depth or the two around it (:func:`matching_weights`): the layers a study meets, as stitching places them."""
+    return [(l, m) for m in range(depth_top + 1) for l, _ in matching_weights(m, depth_top, depth_bottom)]
+
+
 def layer_pairs(depth_a: int, depth_b: int, layers: str) -> list[tuple[int, int]]:
     """(layer_a, layer_b) to align: each layer of the shallower model with the same relative depth, or all."""
     if layers == "all":

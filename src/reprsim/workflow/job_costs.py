@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reprsim.config import grounding_dataset
-from reprsim.layers import matching_weights
+from reprsim.layers import reference_pairs
 from reprsim.workflow import brought, pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.measures import pair_measures, with_draws
+from reprsim.workflow.stitching import function_settings
 
 LIGHT_JOB = {"mem_mb": 2000, "seconds": 0.0}  # the SLURM profile's default-resources at attempt 1
 
@@ -229,11 +230,7 @@ def align_seconds(facts, config, w):
 def _stitch_settings(config, rule: str) -> Mapping:
     """The settings a stitch job runs under: the stitching section's, or for the universality study's functional
     sense (rule function_stitch) its own, on the study's similarity split, every reference layer, one seed."""
-    if rule == "stitch":
-        return config["stitching"]
-    function = config["universality"]["function"]
-    return {**function, "phi": [function["phi"]], "seeds": [0], "split": config["similarity"]["split"],
-            "layers": "reference", "max_length": None, "context": None}
+    return config["stitching"] if rule == "stitch" else function_settings(config)
 
 
 def stitch_length(settings: Mapping, top: Mapping) -> int:
@@ -258,8 +255,7 @@ def _stitch_seconds(rule: str):
     def seconds(facts, config, w):
         settings, (bottom, top) = _stitch_settings(config, rule), _stitched(facts, w)
         if settings["layers"] == "reference":  # each top layer from one bottom layer, or the two around it
-            depths = (bottom["n_layers"], top["n_layers"])
-            placed = sum(len(matching_weights(m, depths[1], depths[0])) for m in range(depths[1] + 1))
+            placed = len(reference_pairs(bottom["n_layers"], top["n_layers"]))
         else:
             placed = bottom["n_layers"]
         maps = len([phi for phi in settings["phi"] if phi != "identity"]) * placed * len(settings["seeds"])

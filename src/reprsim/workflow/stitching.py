@@ -155,6 +155,19 @@ def function_problems(config: dict) -> Iterator[str]:
                    f"reference {study['reference'][0]}: stitching passes the stream token by token")
 
 
+def function_settings(config: dict) -> dict:
+    """The stitch script's settings for the functional sense's jobs (scripts/stitch.py; their cost, job_costs): the
+    section's map and training, one seed, under the references' own objective, scored on the study's similarity
+    split, into every layer of the reference model (layers "reference")."""
+    function = config["universality"]["function"]
+    objective = TRAINED.get(config["models"][config["universality"]["reference"][0]].get("source"))
+    return {**{key: function[key] for key in ("steps", "batch_size", "optimizer", "max_examples", "init_tokens",
+                                              "heldout", "start")},
+            "phi": [function["phi"]], "layers": "reference", "objective": objective,
+            "split": config["similarity"]["split"], "seeds": [0], "max_length": None, "context": None,
+            "chance_permutations": 100}
+
+
 def function_plan(config: dict, dataset: str, placebo_levels=()) -> FunctionPlan:
     """The functional sense's stitch jobs on `dataset` (the study's), and the levels left out (the dimension
     placebo's `placebo_levels` among them: a reduced copy has no network)."""

@@ -34,7 +34,7 @@ from transformers import AutoConfig, get_constant_schedule_with_warmup, get_line
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
-from reprsim.layers import matching_layer, matching_weights
+from reprsim.layers import matching_layer, reference_pairs
 from reprsim.nets.loading import load_causal_lm, load_classifier, load_encoder, load_tokenizer, n_layers
 from reprsim.nets.streams import model_inputs, residual_stream, streams_and_output
 from reprsim.resampling import METHOD, half_samples, interval, subsample_size
@@ -69,12 +69,12 @@ BROWN_OPTIMIZER = {"name": "sgd_nesterov", "learning_rate": 1.0, "momentum": 0.9
 
 def layer_pairs(layers, depth_a: int, depth_b: int) -> list[tuple[int, int]]:
     """(l, m) pairs: "matching" relative depth, "reference" (every top layer m = 0..L_g, from the bottom layer at
-    the same relative depth, or the two around it: reprsim.layers.matching_weights, as the universality study
+    the same relative depth, or the two around it: reprsim.layers.reference_pairs, as the universality study
     reads them), "all" (every l, every m), or explicit pairs."""
     if layers == "matching":
         return [(l, matching_layer(l, depth_a, depth_b)) for l in range(1, depth_a + 1)]
     if layers == "reference":
-        return [(l, m) for m in range(depth_b + 1) for l, _ in matching_weights(m, depth_b, depth_a)]
+        return reference_pairs(depth_a, depth_b)
     if layers == "all":
         return [(l, m) for l in range(1, depth_a + 1) for m in range(1, depth_b + 1)]
     pairs = [(int(l), int(m)) for l, m in layers]

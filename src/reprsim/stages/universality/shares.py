@@ -102,20 +102,29 @@ def stitch_arrays(table: pd.DataFrame, replicates: pd.DataFrame) -> tuple[Stitch
     """The stitch jobs' tables (reprsim.stages.stitch.pairs: one map, one seed) as :class:`StitchArrays`, and each
     model's depth; a ValueError where the jobs were scored on different rows."""
     metric = STITCH_METRIC[table["objective"].iloc[0]]
-    mine, reps = table[table["metric"] == metric], replicates[replicates["metric"] == metric]
+    mine, reps = (frame[frame["metric"] == metric].assign(value=lambda f: -f["penalty"].astype(float))
+                  for frame in (table, replicates))
     n, m = check_same_rows(mine, reps, "the functional sense's stitch jobs")
-    resamples = int(reps["replicate"].max()) + 1
     depths = {**dict(zip(mine["model_a"], mine["n_layers_a"])), **dict(zip(mine["model_b"], mine["n_layers_b"]))}
+    depths = {name: int(depth) for name, depth in depths.items()}
+    values, draws = _grids(mine, reps, lambda a, b, rows: (depths[a] + 1, depths[b] + 1))
+    return StitchArrays(values, draws, n, m), depths
+
+
+def _grids(series: pd.DataFrame, replicate_series: pd.DataFrame, shape_of) -> tuple[dict, dict]:
+    """pair (model_a, model_b) -> its `value`s on a grid of layer_a × layer_b (shape_of(a, b, rows)), and -> their
+    (R, ...) replicates, NaN where a table has no row."""
+    resamples = int(replicate_series["replicate"].max()) + 1
     values, draws = {}, {}
-    for (a, b), rows in mine.groupby(["model_a", "model_b"], sort=False):
-        shape = (depths[a] + 1, depths[b] + 1)
+    for (a, b), rows in series.groupby(["model_a", "model_b"], sort=False):
+        shape = shape_of(a, b, rows)
         values[(a, b)] = np.full(shape, np.nan)
-        values[(a, b)][rows["layer_a"].to_numpy(), rows["layer_b"].to_numpy()] = -rows["penalty"].to_numpy(float)
+        values[(a, b)][rows["layer_a"].to_numpy(), rows["layer_b"].to_numpy()] = rows["value"].to_numpy(float)
         draws[(a, b)] = np.full((resamples, *shape), np.nan)
-    for (a, b), rows in reps.groupby(["model_a", "model_b"], sort=False):
+    for (a, b), rows in replicate_series.groupby(["model_a", "model_b"], sort=False):
         draws[(a, b)][rows["replicate"].to_numpy(), rows["layer_a"].to_numpy(),
-                      rows["layer_b"].to_numpy()] = -rows["penalty"].to_numpy(float)
-    return StitchArrays(values, draws, n, m), {name: int(depth) for name, depth in depths.items()}
+                      rows["layer_b"].to_numpy()] = rows["value"].to_numpy(float)
+    return values, draws
 
 
 def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: str,
@@ -126,16 +135,9 @@ def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: s
     reps = replicate_series[replicate_series["measure"] == measure]
     n, m = check_same_rows(mine, reps, f"measure {measure!r}")
     resamples = int(reps["replicate"].max()) + 1
-    values, draws, nulls = {}, {}, {}
-    for (a, b), rows in mine.groupby(["model_a", "model_b"], sort=False):
-        shape = (int(rows["layer_a"].max()) + 1, int(rows["layer_b"].max()) + 1)
-        grid = np.full(shape, np.nan)
-        grid[rows["layer_a"].to_numpy(), rows["layer_b"].to_numpy()] = rows["value"].to_numpy(float)
-        values[(a, b)] = grid
-        draws[(a, b)] = np.full((resamples, *shape), np.nan)
-    for (a, b), rows in reps.groupby(["model_a", "model_b"], sort=False):
-        draws[(a, b)][rows["replicate"].to_numpy(), rows["layer_a"].to_numpy(),
-                      rows["layer_b"].to_numpy()] = rows["value"].to_numpy(float)
+    values, draws = _grids(mine, reps, lambda a, b, rows: (int(rows["layer_a"].max()) + 1,
+                                                           int(rows["layer_b"].max()) + 1))
+    nulls = {}
     if null_series is None:
         return PairArrays(values, draws, n, m), None
     for (a, b), rows in null_series[null_series["measure"] == measure].groupby(["model_a", "model_b"], sort=False):
