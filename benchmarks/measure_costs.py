@@ -99,9 +99,11 @@ def main() -> None:
                          f"{floor['flops'] / 1e9:.0f} GFLOP/s float64, {floor['bandwidth'] / 1e9:.1f} GB/s",
               "shape": shape, "multiberts_shape": MULTIBERTS, "measures": results}
     if device.type == "cpu" or args.write:
-        if args.only:  # keep the other measures' figures
-            old = registry.measured_costs().get("measures", {})
-            record["measures"] = {**old, **results}
+        if args.only:  # keep the other measures' figures and the machine they came from; these name their own
+            old, here = registry.measured_costs(), record["machine"]
+            record["machine"] = old.get("machine", here)
+            record["measures"] = {**old.get("measures", {}),
+                                  **{name: {**entry, "machine": here} for name, entry in results.items()}}
         registry.COSTS_FILE.write_text(json.dumps(record, indent=1) + "\n")
         print(f"wrote {registry.COSTS_FILE.relative_to(REPO)}")
 

@@ -784,14 +784,17 @@ def _architecture_errors(models: dict) -> Iterator[str]:
 
 def _pretrain_config_errors(where: str, overrides: dict, spec: dict, described: dict) -> Iterator[str]:
     """A pretrained model's `config` may not set what its own keys set, and needs a position per context token;
-    a masked LM's must translate into a BERT's (reprsim.nets.gpt2_as_bert)."""
+    a BERT's masked LM's must translate into a BERT's (reprsim.nets.gpt2_as_bert)."""
     aliases, model = described["aliases"], where.removesuffix(".config")
     positions = aliases.get("max_position_embeddings", "max_position_embeddings")
     context = spec.get("context")
-    if spec.get("objective") == "masked":
+    if spec.get("blocks") is not None and spec.get("objective") != "masked":
+        yield (f"key '{model}.blocks' is {spec['blocks']!r}: it chooses a masked LM's blocks; a causal LM is a GPT-2 "
+               "(leave blocks out, or set objective: masked)")
+    if spec.get("objective") == "masked" and spec.get("blocks") == "bert":
         for key, why in untranslatable(overrides):
             if aliases.get(key, key) in described["fields"] and aliases.get(key, key) not in PRETRAIN_SET_BY:
-                yield f"key '{where}.{key}' has no counterpart in the BERT that objective masked builds: {why}"
+                yield f"key '{where}.{key}' has no counterpart in the BERT that blocks bert builds: {why}"
     for key, value in overrides.items():
         field = aliases.get(key, key)
         if field in PRETRAIN_SET_BY:

@@ -76,6 +76,11 @@ FACTOR_KEYS = {
     **{f"recipe.{factor}": factor for factor in FACTORS}, "recipe.step": "training_time",
 }
 
+# spec keys a level may change beside its factor, as a declared confound: a BERT's masked LM (blocks bert) changes
+# the architecture together with the objective (key -> the factor it may come with, what it changes, its value
+# where a spec leaves it out)
+CONFOUNDS = {"blocks": ("objective", "the architecture (a BERT's blocks: post-LayerNorm, token types)", "gpt2")}
+
 
 def _tokenizer_of(specs: Specs, name: str):
     """The tokenizer a model uses, followed through the models it borrows it from: two models that borrow one
@@ -153,15 +158,31 @@ def study_errors(specs: Specs, study: Mapping) -> list[str]:
                 if not found:
                     problems.append(f"{where} does not differ from the reference {first!r} (in {factor} or anything)")
                     continue
-                extra = {key: values for key, values in found.items() if FACTOR_KEYS.get(key) != factor}
+                extra = {key: values for key, values in found.items()
+                         if FACTOR_KEYS.get(key) != factor and CONFOUNDS.get(key, ("",))[0] != factor}
                 if extra:
                     problems.append(f"{where} differs from the reference {first!r} in more than {factor}: "
                                     + _listed(extra))
     return problems
 
 
+def also_changes(specs: Specs, model: str, reference: str) -> str:
+    """What a level's `model` changes beside its factor as a declared confound (:data:`CONFOUNDS`), in words with
+    the values ("the architecture (…): blocks gpt2 -> bert"); "" where it changes its factor only."""
+    said = []
+    for key, (a, b) in differences(specs, model, reference).items():
+        if key in CONFOUNDS:
+            _, what, left_out = CONFOUNDS[key]
+            said.append(f"{what}: {key} {json.loads(a) if a else left_out} -> {json.loads(b) if b else left_out}")
+    return "; ".join(said)
+
+
 def _listed(found: Mapping[str, tuple]) -> str:
-    return "; ".join(f"{key} ({FACTOR_KEYS.get(key, 'not a factor')}: {a} -> {b})" for key, (a, b) in found.items())
+    def kind(key: str) -> str:
+        if key in FACTOR_KEYS:
+            return FACTOR_KEYS[key]
+        return f"allowed with {CONFOUNDS[key][0]} only" if key in CONFOUNDS else "not a factor"
+    return "; ".join(f"{key} ({kind(key)}: {a} -> {b})" for key, (a, b) in found.items())
 
 
 def cross_seed(specs: Specs, models, reference) -> list[tuple[str, str]]:

@@ -1,8 +1,10 @@
 """Pretraining a small causal LM from scratch (source pretrain) on the packaged SST-2 sample, offline: it learns
 (training loss falls, held-out cross-entropy beats the unigram chance level), is seeded to the bit, records its
 activation, loads as an encoder (extraction) and as a causal LM; and the text packing it trains on. A masked LM
-(objective masked) of the same sizes learns too and loads alike, its masking has BERT's statistics; a checkpoint
-holds the weights of the run stopped at its step and leaves the run undisturbed."""
+(objective masked) in the same GPT-2 blocks, attending both ways, learns too and loads alike, its attention still
+bidirectional after a load; the BERT of the same sizes (blocks bert) builds, loads and is extracted; the masking
+has BERT's statistics; a checkpoint holds the weights of the run stopped at its step and leaves the run
+undisturbed."""
 
 from __future__ import annotations
 
@@ -69,18 +71,26 @@ def short(seed: int = 0, **changes) -> dict:
     return {**SPEC, "tokenizer": "gpt-s0", "steps": 20, "seed": seed, **changes}
 
 
-# A masked LM leaves the unigram plateau later than a causal one: 600 steps of a 64-wide, 2-block BERT without
-# dropout (about 12 s on 2 cores) end ~0.3 nats below the unigram reference of the masked tokens (5.12 against
-# 5.45), where SPEC's 32-wide model at 400 steps ends ~0.1 below. Its tokenizer, gpt-s0's BPE, has no mask token.
+# A masked LM leaves the unigram plateau later than a causal one: 600 steps of a 64-wide, 2-block GPT-2 attending
+# both ways, without dropout (about 9 s on 2 cores), end ~0.35 nats below the unigram reference of the masked
+# tokens (5.09 against 5.45), where SPEC's 32-wide model at 400 steps ends ~0.1 below. Its tokenizer, gpt-s0's
+# BPE, has no mask token. The BERT of the same sizes (blocks bert) is built and trained for a few steps only.
 MASKED = {**SPEC, "tokenizer": "gpt-s0", "objective": "masked", "mask_probability": 0.15, "steps": 600,
           "config": {"n_embd": 64, "n_layer": 2, "n_head": 2, "resid_pdrop": 0.0, "attn_pdrop": 0.0, "embd_pdrop": 0.0},
           "checkpoints": [300]}
+MASKED_BERT = {**MASKED, "blocks": "bert", "steps": 20, "checkpoints": []}
 
 
 @pytest.fixture(scope="module")
 def masked(pretrained, sst2, tmp_path_factory):
     out = tmp_path_factory.mktemp("models") / "mlm-s0"
     return out, pretrain_model("mlm-s0", MASKED, sst2, out, CPU, tokenizer_dir=pretrained[0])
+
+
+@pytest.fixture(scope="module")
+def masked_bert(pretrained, sst2, tmp_path_factory):
+    out = tmp_path_factory.mktemp("models") / "bert-mlm-s0"
+    return out, pretrain_model("bert-mlm-s0", MASKED_BERT, sst2, out, CPU, tokenizer_dir=pretrained[0])
 
 
 # ----------------------------------------------------------------- training
@@ -265,7 +275,8 @@ def test_the_resource_estimate_counts_the_parameters_exactly(pretrained):
 
 def test_a_masked_lm_beats_the_unigram_chance_level_of_its_masked_tokens(masked):
     out, meta = masked
-    assert meta["objective"] == "masked" and meta["mask_probability"] == 0.15 and meta["architecture"] == "bert"
+    assert meta["objective"] == "masked" and meta["mask_probability"] == 0.15
+    assert (meta["architecture"], meta["attention"]) == ("gpt2", "bidirectional")
     assert meta["validation_cross_entropy"] < meta["unigram_cross_entropy"] - 0.15
     # about 15% of the validation tokens (eos ones excepted) are scored
     assert 0.1 < meta["validation_tokens"] / (meta["validation_blocks"] * MASKED["context"]) < 0.16
@@ -273,6 +284,29 @@ def test_a_masked_lm_beats_the_unigram_chance_level_of_its_masked_tokens(masked)
     assert log["loss"].tail(20).mean() < log["loss"].head(20).mean() - 0.5
     # the job's resource estimate counts a masked LM's parameters exactly (the mask token included)
     assert resources.pretrain_facts(MASKED, meta["vocab_size"] - 1)["n_parameters"] == meta["n_parameters"]
+
+
+def test_a_masked_lm_in_gpt2_blocks_attends_both_ways_after_every_load(masked, pretrained):
+    """The masked LM is the causal LM's architecture (same parameter names and shapes); only its attention differs,
+    and a load restores that: the first position's state depends on the last token, under both of transformers'
+    attention implementations, which a causal model's never does."""
+    (out, _), (causal_dir, _) = masked, pretrained
+    tokenizer = open_tokenizer(out)
+    ids = torch.tensor([tokenizer("a gorgeous , witty , seductive movie .")["input_ids"]])
+    changed = ids.clone()
+    changed[0, -2] = (changed[0, -2] + 1) % len(open_tokenizer(causal_dir))
+    for directory, bidirectional in ((out, True), (causal_dir, False)):
+        for attention in (False, True):  # SDPA, then eager (the attention measures' implementation)
+            encoder = load_encoder(directory, CPU, attention=attention)
+            assert type(encoder) is GPT2Model
+            with torch.no_grad():
+                first = [encoder(input_ids=x).last_hidden_state[0, 0] for x in (ids, changed)]
+            assert (not torch.allclose(*first)) is bidirectional, (directory.name, attention)
+    lm = load_causal_lm(out, CPU)
+    assert type(lm) is GPT2LMHeadModel and all(
+        not module.is_causal for module in lm.modules() if hasattr(module, "is_causal"))
+    masked_names = {name: tuple(t.shape) for name, t in load_encoder(out, CPU).state_dict().items()}
+    assert set(masked_names) == set(load_encoder(causal_dir, CPU).state_dict())
 
 
 def test_a_masked_lm_gains_a_mask_token_and_tokenises_as_before(masked, pretrained, sst2):
@@ -302,12 +336,10 @@ def test_a_masked_lm_has_the_sizes_of_the_causal_lm_of_its_config(pretrained):
         bert_overrides("m", {**SPEC, "config": {"embd_pdrop": 0.2}})
 
 
-def test_a_masked_lm_loads_as_encoder_and_masked_lm_and_is_extracted(masked, sst2, tmp_path):
+def test_a_masked_lm_loads_and_is_extracted(masked, sst2, tmp_path):
     out, meta = masked
     assert check_model(out) == [] and read_meta(out) == meta
-    encoder = load_encoder(out, CPU)
-    assert type(encoder) is BertModel and type(AutoModelForMaskedLM.from_pretrained(out)) is BertForMaskedLM
-    lm = AutoModelForMaskedLM.from_pretrained(out).eval()
+    lm = load_causal_lm(out, CPU)
     tokenizer = open_tokenizer(out)
     blocks = text_blocks(tokenizer, texts_of(sst2, "validation"), MASKED["context"])
     inputs, labels = mask_tokens(blocks, 0.15, tokenizer.mask_token_id, tokenizer.all_special_ids, len(tokenizer),
@@ -320,6 +352,20 @@ def test_a_masked_lm_loads_as_encoder_and_masked_lm_and_is_extracted(masked, sst
     store = open_store(tmp_path / "s.zarr")
     assert store.attrs["n_layers"] == 2 and store.attrs["hidden_size"] == 64
     assert store["pooled/mean"][:].shape == (3, 24, 64) and np.isfinite(store["pooled/mean"][:]).all()
+
+
+def test_a_berts_masked_lm_builds_loads_and_is_extracted(masked_bert, sst2, tmp_path):
+    out, meta = masked_bert
+    assert (meta["architecture"], meta["attention"], meta["objective"]) == ("bert", "bidirectional", "masked")
+    assert check_model(out) == [] and read_meta(out) == meta
+    assert resources.pretrain_facts(MASKED_BERT, meta["vocab_size"] - 1)["n_parameters"] == meta["n_parameters"]
+    assert type(load_encoder(out, CPU)) is BertModel and type(AutoModelForMaskedLM.from_pretrained(out)) is BertForMaskedLM
+    with pytest.warns(TruncationWarning):
+        extract_activations(out, sst2, tmp_path / "s.zarr", splits=["test"], max_examples=8, batch_size=8,
+                            max_length=64, chunk_tokens=64)
+    assert open_store(tmp_path / "s.zarr")["pooled/mean"][:].shape == (3, 8, 64)
+    with pytest.raises(ValueError, match="models.c.blocks: 'bert'; a masked LM takes gpt2 or bert, a causal one gpt2"):
+        pretrain_model("c", {**SPEC, "blocks": "bert"}, sst2, tmp_path / "c", CPU)
 
 
 def test_masking_has_berts_statistics():

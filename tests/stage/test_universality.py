@@ -177,6 +177,33 @@ def test_a_variant_differing_in_two_factors_is_refused_naming_both():
     assert ("r0", "wide") in study_pairs(specs, study) and ("r1", "r0") not in study_pairs(specs, study)
 
 
+def test_a_berts_masked_lm_is_an_objective_level_that_says_it_changes_the_architecture_too():
+    """A masked LM in the causal model's own blocks changes the objective only; a BERT's (blocks bert) is accepted
+    as an objective level only, and its cells and sentence say that it changes the architecture as well."""
+    from universality_study import MEASURE_SPECS, REFERENCE, models_and_specs
+
+    models, specs = models_and_specs()
+    specs["gpt-mlm-s3"] = {**specs["masked-s3"], "objective": "masked"}
+    specs["masked-s3"] = {**specs["masked-s3"], "objective": "masked", "blocks": "bert"}
+    factors = {"objective": {"masked LM": ["gpt-mlm-s3"], "masked LM (BERT)": ["masked-s3"]}}
+    raw = {"reference": REFERENCE, "floor": ["floor-s9"], "factors": factors}
+    assert study_errors(specs, raw) == []
+    refused = study_errors(specs, {**raw, "factors": {"data": {"BERT": ["masked-s3"]}}})
+    assert len(refused) == 1 and "blocks (allowed with objective only: None -> \"bert\")" in refused[0]
+    study = Study(reference=REFERENCE, floor=["floor-s9"], factors=factors, margin=0.1, confidence=0.95, specs=specs,
+                  measures={"linear_cka": "cka"})
+    models["gpt-mlm-s3"] = models["masked-s3"]
+    table, replicates = pair_tables(models, study_pairs(specs, raw), {"linear_cka": MEASURE_SPECS["linear_cka"]})
+    tables = universality_tables(table, replicates, study, metas={})
+    said = tables.universality.drop_duplicates("level").set_index("level")["also_changes"]
+    assert said["masked LM"] == "" and said["masked LM (BERT)"] == (
+        "the architecture (a BERT's blocks: post-LayerNorm, token types): blocks gpt2 -> bert")
+    sentences = statement(tables.universality, tables.claims, study).set_index("level")["text"]
+    assert "This level changes the architecture" in sentences["masked LM (BERT)"]
+    assert "not of the objective alone" in sentences["masked LM (BERT)"]
+    assert "architecture" not in sentences["masked LM"]
+
+
 def test_convergence_is_stated_against_competence_on_the_shared_probe():
     """Cross-seed similarity rises over the checkpoints (the signal at strength 0.5, 0.8, then 1), so its Spearman ρ
     with the shared probe's accuracy is +1 in every third where accuracy rises with it, −1 where it falls; a stage

@@ -19,7 +19,7 @@ from reprsim.resampling import fieller, half_samples, interval, t_quantile
 SHORTCUTS = [
     ("cka", {}), ("cka", {"estimator": "unbiased"}), ("cka", {"kernel": "rbf", "threshold": 0.8}),
     ("cca", {}), ("svcca", {"threshold": 0.9}), ("pwcca", {"pca_dims": 3}), ("pwcca", {"direction": "x"}),
-    ("mutual_knn", {"k": 4}),
+    ("mutual_knn", {"k": 4}), ("rsa", {}), ("rsa", {"rdm": "euclidean"}), ("rsa", {"outer": "pearson", "rdm": "cosine"}),
 ]
 
 
@@ -43,7 +43,7 @@ def test_null_shortcuts_equal_recomputing_on_permuted_rows(layers_pair, name, pa
     np.testing.assert_allclose(draws, recomputed, atol=1e-10)
 
 
-@pytest.mark.parametrize("name, params", [s for s in SHORTCUTS if s[0] != "svcca" and "rbf" not in str(s[1])
+@pytest.mark.parametrize("name, params", [s for s in SHORTCUTS if s[0] not in ("svcca", "rsa") and "rbf" not in str(s[1])
                                           and "pca_dims" not in s[1]])
 def test_replicate_shortcuts_equal_recomputing_on_the_subsample(layers_pair, name, params):
     """Exact where the route changes nothing (no PCA chosen on all rows, no RBF bandwidth)."""

@@ -508,8 +508,9 @@ def test_a_checkpoint_must_lie_before_the_last_step(default_config):
     assert "models.gpt.checkpoints" in problems_of(default_config)
 
 
-def test_a_masked_lm_takes_the_gpt2_fields_it_can_translate(default_config):
+def test_a_berts_masked_lm_takes_the_gpt2_fields_it_can_translate(default_config):
     default_config["models"]["mlm"] = {**copy.deepcopy(PRETRAIN), "objective": "masked", "mask_probability": 0.2,
+                                       "blocks": "bert",
                                        "config": {"n_embd": 64, "n_layer": 2, "n_head": 2, "n_inner": 100,
                                                   "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}}
     models = validate_config(copy.deepcopy(default_config))["models"]
@@ -517,12 +518,19 @@ def test_a_masked_lm_takes_the_gpt2_fields_it_can_translate(default_config):
     config = default_config["models"]["mlm"]["config"]
     config.update(use_cache=False, embd_pdrop=0.1, n_layr=3)
     message = problems_of(default_config)
-    assert "key 'models.mlm.config.use_cache' has no counterpart in the BERT that objective masked builds" in message
+    assert "key 'models.mlm.config.use_cache' has no counterpart in the BERT that blocks bert builds" in message
     assert "key 'models.mlm.config.embd_pdrop' has no counterpart" in message and "resid_pdrop (0.0)" in message
     assert "key 'models.mlm.config.n_layr' is not a field of the gpt2 config" in message
     assert "n_layr' has no counterpart" not in message  # a typo is reported once
+    # in GPT-2's own blocks (blocks left out) every GPT-2 field is the masked LM's too
+    del default_config["models"]["mlm"]["blocks"]
+    config.pop("n_layr")
+    assert validate_config(copy.deepcopy(default_config))["models"]["mlm"]["config"]["use_cache"] is False
     default_config["models"]["mlm"].update(config={}, mask_probability=0)
     assert "key 'models.mlm.mask_probability' is 0; must be > 0" in problems_of(default_config)
+    default_config["models"]["mlm"]["mask_probability"] = 0.2
+    default_config["models"]["gpt"] = {**copy.deepcopy(PRETRAIN), "blocks": "gpt2"}
+    assert "key 'models.gpt.blocks' is 'gpt2': it chooses a masked LM's blocks" in problems_of(default_config)
 
 
 def test_a_causal_lm_gets_the_objective_defaults(default_config):

@@ -11,6 +11,8 @@ checks it) at a fraction of the cost:
 - permuted-neighbours (mutual_knn): Y's neighbour sets are permuted, not searched again. Its
   null mean has an exact value, k / (n − 1) (a random k-subset of the n − 1 other rows).
   The neighbour sets are index lists (L, n, k), so a draw holds no n×n matrix.
+- permuted-triangles (rsa): permuting rows permutes the RDM's entries, whose values (hence ranks) stay, so each
+  layer's triangle is ranked once and a draw re-indexes Y's (reprsim.metrics.rsm.rsa_null_draws): no sort per draw.
 - unchanged (the statistics measures: magnitude, concentricity, uniformity differences): they compare a summary of
   each point cloud and never use the row correspondence, so every draw is the value itself (the registry's
   `correspondence` flag; a test checks it), and none is computed.
@@ -24,11 +26,11 @@ import numpy as np
 import torch
 
 from reprsim import measure_registry as registry
-from reprsim.metrics import prepared
+from reprsim.metrics import prepared, rsm
 from reprsim.metrics.cka import grams_fit
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",
-          "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours"}
+          "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours", "rsa": "permuted-triangles"}
 
 
 def route(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> str:
@@ -56,6 +58,8 @@ def null_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, perms: list[torch.
         return np.repeat(values[None], len(perms), axis=0), way
     if way == "recompute":
         return np.stack([evaluate(Xs, Ys[:, p])[0] for p in perms]), way
+    if way == "permuted-triangles":
+        return rsm.rsa_null_draws(Xs, Ys, perms, **params)[:, None].cpu().numpy(), way
     key = prepared.family(name, params)
     sides = [prepared.prepare(Zs, key) for Zs in (Xs, Ys)]
     return prepared.paired(name, params, key, *sides, Xs.shape[1], permutations=perms).null, way

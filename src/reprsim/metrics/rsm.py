@@ -149,31 +149,56 @@ def _standardised(vectors: torch.Tensor, what: str) -> torch.Tensor:
     return centred / norms
 
 
+def _rsa_triangles(Zs: torch.Tensor, rdm: str, outer: str) -> torch.Tensor:
+    """(L, n(n-1)/2) each layer's RDM entries i < j (row-major), ranked unless `outer` is pearson (average ranks;
+    entries that differ by float rounding only are tied: the module docstring), and standardised, so that the
+    Pearson r of two layers' triangles is their inner product."""
+    n = Zs.shape[1]
+    if n < 3:
+        raise ValueError(f"rsa needs n ≥ 3 rows (at least 3 pairs of rows to correlate); got n={n}")
+    upper = torch.triu_indices(n, n, 1, device=Zs.device)
+    flat = upper[0] * n + upper[1]
+    if outer == "pearson":
+        entries = dissimilarities(Zs, rdm).flatten(1)[:, flat]
+    elif rdm == "euclidean":  # squared distances rank as distances do; ties: the module docstring
+        squared, norms = _squared_distances(Zs)
+        scale = (norms[:, upper[0]] + norms[:, upper[1]]) / 2
+        entries = average_ranks(squared.flatten(1)[:, flat], TIE_TOLERANCE * scale)
+    else:
+        entries = average_ranks(dissimilarities(Zs, rdm).flatten(1)[:, flat], TIE_TOLERANCE)
+    return _standardised(entries, "RDM" if outer == "pearson" else "RDM's ranking")
+
+
 def rsa_layers(Xs, Ys, rdm: str = "correlation", outer: str = "spearman") -> tuple[torch.Tensor, dict]:
     """RSA (Kriegeskorte et al. 2008): the Spearman (or Pearson) correlation between the entries i < j of the two
-    layers' RDMs. Each layer's triangle is taken, ranked (average ranks; entries that differ by float rounding
-    only are tied: the module docstring) and standardised once; a pair is one inner product."""
+    layers' RDMs. Each layer's triangle is taken, ranked and standardised once (:func:`_rsa_triangles`); a pair
+    is one inner product."""
     _choice("rdm", rdm, RDMS)
     _choice("outer", outer, OUTERS)
     Xs, Ys = _inputs(Xs, Ys)
+    return (_rsa_triangles(Xs, rdm, outer) @ _rsa_triangles(Ys, rdm, outer).T).clamp(-1.0, 1.0), \
+        {"rdm": rdm, "outer": outer}
+
+
+def rsa_null_draws(Xs: torch.Tensor, Ys: torch.Tensor, perms: list[torch.Tensor], rdm: str = "correlation",
+                   outer: str = "spearman") -> torch.Tensor:
+    """(P, L1, L2) RSA with Y's rows permuted by each of `perms`, from each layer's triangle ranked once: permuting
+    the rows permutes the RDM's entries (D -> D[p][:, p]) and leaves their values, hence their ranks, ties and
+    standardisation, as they were, so a draw re-indexes Y's standardised triangle (entry i < j becomes the entry of
+    rows p_i, p_j) and costs one gather and one product per layer pair instead of a sort."""
+    _choice("rdm", rdm, RDMS)
+    _choice("outer", outer, OUTERS)
+    tx, ty = _rsa_triangles(Xs, rdm, outer), _rsa_triangles(Ys, rdm, outer)
     n = Xs.shape[1]
-    if n < 3:
-        raise ValueError(f"rsa needs n ≥ 3 rows (at least 3 pairs of rows to correlate); got n={n}")
     upper = torch.triu_indices(n, n, 1, device=Xs.device)
-    flat = upper[0] * n + upper[1]
-
-    def triangles(Zs: torch.Tensor) -> torch.Tensor:
-        if outer == "pearson":
-            entries = dissimilarities(Zs, rdm).flatten(1)[:, flat]
-        elif rdm == "euclidean":  # squared distances rank as distances do; ties: the module docstring
-            squared, norms = _squared_distances(Zs)
-            scale = (norms[:, upper[0]] + norms[:, upper[1]]) / 2
-            entries = average_ranks(squared.flatten(1)[:, flat], TIE_TOLERANCE * scale)
-        else:
-            entries = average_ranks(dissimilarities(Zs, rdm).flatten(1)[:, flat], TIE_TOLERANCE)
-        return _standardised(entries, "RDM" if outer == "pearson" else "RDM's ranking")
-
-    return (triangles(Xs) @ triangles(Ys).T).clamp(-1.0, 1.0), {"rdm": rdm, "outer": outer}
+    draws = []
+    for p in perms:
+        a, b = p[upper[0]], p[upper[1]]
+        low, high = torch.minimum(a, b), torch.maximum(a, b)
+        # the position of pair (low, high), low < high, among the i < j entries in row-major order
+        position = low * n - low * (low + 1) // 2 + (high - low - 1)
+        draws.append((tx @ ty[:, position].T).clamp(-1.0, 1.0))
+    return torch.stack(draws)
 
 
 def _similarity_matrices(Zs: torch.Tensor, rsm: str) -> torch.Tensor:

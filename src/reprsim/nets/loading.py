@@ -27,6 +27,7 @@ from reprsim.io.integrity import CorruptOutputError, remake_command
 from reprsim.io.model_files import config_problems, tokenizer_problems, weights_problems
 from reprsim.io.outputs import atomic_directory, write_json
 from reprsim.io.provenance import FINETUNE_UNHASHED, file_checksums, hash_directory, versions
+from reprsim.nets.bidirectional import restore_attention
 
 # what transformers raises on a file it cannot parse (a safetensors file's header is checked before)
 UNREADABLE = (OSError, ValueError)
@@ -95,7 +96,7 @@ def _load(auto_class, model_dir: str | Path, device: torch.device, **config) -> 
         model = auto_class.from_pretrained(model_dir, use_safetensors=True, trust_remote_code=False, **config)
     except UNREADABLE as error:
         raise CorruptOutputError(model_dir, f"transformers cannot load it ({type(error).__name__}: {error})") from error
-    model = model.to(device).eval()
+    model = restore_attention(model).to(device).eval()
     check_finite(model, str(model_dir), "the weights were written so (a fine-tuning that diverged: lower its "
                  f"learning_rate), or changed since; remake it: {remake_command(model_dir)}")
     return model

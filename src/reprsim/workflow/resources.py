@@ -152,7 +152,7 @@ def pretrain_facts(spec: Mapping, vocab_size: int) -> dict:
     """A pretrained GPT-2's facts before it exists, from its spec (GPT2Config defaults: 768 wide, 12 blocks, MLP
     4x wide; n_positions = context) and its tokenizer's `vocab_size`: token and position embeddings; per block
     attention 4d² + 4d, MLP 2·d·inner + inner + d and two LayerNorms 4d; a final LayerNorm; the LM head is tied.
-    A masked LM (objective masked: the BERT of the same sizes) has the same blocks, a mask token more, token
+    A masked LM has a mask token more; the BERT of the same sizes (blocks bert) has the same blocks, token
     type embeddings and an embedding LayerNorm, and a head of a d × d transform, a LayerNorm and an output
     bias (its weights tied)."""
     config = {GPT2_ALIASES.get(key, key): value for key, value in (spec.get("config") or {}).items()}
@@ -162,6 +162,7 @@ def pretrain_facts(spec: Mapping, vocab_size: int) -> dict:
     block = 4 * width * width + 4 * width + 2 * width * inner + inner + width + 4 * width
     if spec.get("objective") == "masked":
         vocab_size += 1  # the mask token, which the byte-level BPEs lack (an upper bound for a tokenizer with one)
+    if spec.get("blocks") == "bert":
         embeddings = (vocab_size + positions + MASKED_TYPES) * width + 2 * width
         n_parameters = embeddings + layers * block + width * width + 3 * width + vocab_size
     else:

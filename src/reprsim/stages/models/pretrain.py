@@ -1,9 +1,13 @@
 """Pretraining a small language model from scratch on a dataset's text (source `pretrain`), offline.
 
-`objective: causal` builds a GPT-2 (`GPT2LMHeadModel`) and trains it on next-token prediction; `objective:
-masked` builds a BERT (`BertForMaskedLM`) of the same sizes, its config translated from the same GPT-2 fields
-(:mod:`reprsim.nets.gpt2_as_bert`), and trains it on BERT's masked-token prediction (a share `mask_probability`
-of the tokens selected, of which 80% masked, 10% replaced, 10% kept: `language_models.mask_tokens`). Either is built as a random `init` model is (vocabulary and special tokens from its tokenizer: one
+`objective: causal` builds a GPT-2 (`GPT2LMHeadModel`) and trains it on next-token prediction. `objective:
+masked` trains on BERT's masked-token prediction (a share `mask_probability` of the tokens selected, of which 80%
+masked, 10% replaced, 10% kept: `language_models.mask_tokens`), in the blocks `blocks` names: `gpt2` (the default)
+is the causal LM's own architecture, its attention made bidirectional (:mod:`reprsim.nets.bidirectional`) and its
+tied LM head predicting the token at each masked position, so that it differs from the causal LM in the objective
+only; `bert` builds a BERT (`BertForMaskedLM`) of the same sizes, its config translated from the same GPT-2 fields
+(:mod:`reprsim.nets.gpt2_as_bert`), which changes the architecture too (post-LayerNorm, token types). Either is
+built as a random `init` model is (vocabulary and special tokens from its tokenizer: one
 borrowed from another model, or a byte-level BPE trained on a dataset's train split; a masked LM's tokenizer
 gains a mask token where it has none), its activation set by the spec's `activation`, then trained on the train
 split's text packed into blocks of `context` tokens (:mod:`reprsim.nets.language_models`): AdamW (weight decay
@@ -22,7 +26,8 @@ same run stopped at step k, bit for bit, and the run goes on as if it had not be
 Reproducible from `spec["seed"]`, which seeds the initialisation, dropout, the order of the blocks and the
 training masks: the same seed gives bit-identical weights on one device. The directory saved (save_pretrained +
 tokenizer + meta.json + training_log.csv) loads with AutoModel (GPT2Model or BertModel: the extraction stage's
-encoder) and with AutoModelForCausalLM or AutoModelForMaskedLM.
+encoder) and with AutoModelForCausalLM (a GPT-2, masked or not) or AutoModelForMaskedLM (a BERT); a bidirectional
+GPT-2 through :mod:`reprsim.nets.loading`, which restores its attention's direction.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, get_linear_
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
 from reprsim.io.outputs import temporary_sibling
+from reprsim.nets.bidirectional import BIDIRECTIONAL, restore_attention
 from reprsim.nets.gpt2_as_bert import bert_fields
 from reprsim.nets.language_models import (
     IGNORED,
@@ -57,8 +63,9 @@ from reprsim.nets.training import endless_batches, train_steps
 from reprsim.stages.models.checkpoints import checkpoint_name, checkpoint_spec
 from reprsim.stages.models.materialize import init_model, train_tokenizer
 
-ARCHITECTURES = ("gpt2",)  # the config fields a spec names (a masked LM translates them into a BERT's)
-OBJECTIVES = {"causal": ("gpt2", AutoModelForCausalLM), "masked": ("bert", AutoModelForMaskedLM)}  # built as
+ARCHITECTURES = ("gpt2",)  # the config fields a spec names (a BERT's masked LM translates them)
+OBJECTIVES = ("causal", "masked")
+BLOCKS = {"gpt2": AutoModelForCausalLM, "bert": AutoModelForMaskedLM}  # a masked LM's blocks: built as
 ACTIVATION_FIELD = {"gpt2": "activation_function", "bert": "hidden_act"}
 MASK_PROBABILITY = 0.15  # the schema's default (BERT's)
 VALIDATION_MASK_SEED = 0  # the masks every masked model is scored on, whatever its own seed
@@ -141,10 +148,13 @@ def pretrain_model(
     that step, its schedule still the one for `steps`: the model a checkpoint at that step holds.
     """
     architecture, objective = spec.get("architecture", "gpt2"), spec.get("objective", "causal")
+    built = spec.get("blocks", "gpt2")
     if architecture not in ARCHITECTURES:
         raise ValueError(f"models.{name}.architecture: {architecture!r}; pretrain supports {', '.join(ARCHITECTURES)}")
     if objective not in OBJECTIVES:
         raise ValueError(f"models.{name}.objective: {objective!r}; pretrain supports {', '.join(OBJECTIVES)}")
+    if built not in BLOCKS or (built != "gpt2" and objective != "masked"):
+        raise ValueError(f"models.{name}.blocks: {built!r}; a masked LM takes {' or '.join(BLOCKS)}, a causal one gpt2")
     seed, steps, batch_size = int(spec["seed"]), int(spec["steps"]), int(spec["batch_size"])
     context, masked = int(spec["context"]), objective == "masked"
     probability = float(spec.get("mask_probability", MASK_PROBABILITY))
@@ -162,9 +172,11 @@ def pretrain_model(
     if len(train_blocks) < batch_size:
         raise ValueError(f"{name}: the train split makes {len(train_blocks)} blocks of {context} tokens, fewer than "
                          f"batch_size {batch_size}; lower batch_size or context")
-    built, auto_class = OBJECTIVES[objective]
-    overrides = bert_overrides(name, spec) if masked else gpt2_overrides(name, spec)
-    model = init_model(built, overrides, tokenizer, seed, auto_class=auto_class)
+    if built == "bert":
+        overrides = bert_overrides(name, spec)
+    else:  # GPT-2 blocks, attending both ways under the masked objective
+        overrides = {**gpt2_overrides(name, spec), **(BIDIRECTIONAL if masked else {})}
+    model = restore_attention(init_model(built, overrides, tokenizer, seed, auto_class=BLOCKS[built]))
     model.to(device)
     vocab_size = int(model.config.vocab_size)
 
@@ -211,8 +223,9 @@ def pretrain_model(
             "dataset": spec["dataset"],
             "dataset_hash": dataset_meta["content_hash"],
             **tokenizer_meta,
-            **describe_model(model),  # architecture: the one built (gpt2, or bert for a masked LM)
+            **describe_model(model),  # architecture: the one built (gpt2, or bert for a BERT's masked LM)
             "objective": objective,
+            "attention": "causal" if built == "gpt2" and not masked else "bidirectional",
             "mask_probability": probability if masked else None,
             "mask_token": tokenizer.mask_token if masked else None,
             "mask_token_added": added is not None,

@@ -18,7 +18,7 @@ from reprsim.grounding_failures import failed_grounding
 from reprsim.layers import model_depths
 from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
-from reprsim.relations import cross_seed
+from reprsim.relations import also_changes, cross_seed
 from reprsim.resampling import interval
 from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES, sense_of
 from reprsim.stages.universality.shares import (SEED_DRAWS, Term, Terms, depth_groups, null_share, pair_arrays,
@@ -33,7 +33,7 @@ COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", 
            "s_floor", "s_floor_low", "s_floor_high", "n_variant_pairs", "n_seed_pairs", "n_floor_pairs",
            "grounding_failed", "conditioning", "control", "headline", "quality_metric", "quality",
            "reference_quality_low", "reference_quality_high", "quality_note", "probe_accuracy", "probe_reference_low",
-           "probe_reference_high", "probe_chance", "probe_note", "n", "m", "n_resamples"]
+           "probe_reference_high", "probe_chance", "probe_note", "also_changes", "n", "m", "n_resamples"]
 CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "layer", "level", "step",
                        "similarity", "ci_low", "ci_high", "validation_cross_entropy", "probe_accuracy", "n_seed_pairs",
                        "n", "m"]
@@ -240,7 +240,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     levels = [(*PLACEBO, list(study.reference), placebo_couples, draw(study.reference, placebo=True), {
         "quality_metric": quality(metas.get(study.reference[0], {}))[0], "quality": float(np.mean(reference_quality)),
         "reference_quality_low": low, "reference_quality_high": high,
-        "quality_note": "the reference seeds themselves",
+        "quality_note": "the reference seeds themselves", "also_changes": "",
         **_competence(study.reference, study.reference, competence)})] if len(seed_couples) >= 3 else []
     for factor, named in study.factors.items():
         for level, models in named.items():
@@ -249,6 +249,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
             levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), draw(models), {
                 "quality_metric": metric, "quality": value, "reference_quality_low": low,
                 "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high),
+                "also_changes": also_changes(study.specs, models[0], study.reference[0]),
                 **_competence(models, study.reference, competence)}))
     rows, curve, claims = [], [], []
     groups = depth_groups(reference_depth)
@@ -702,6 +703,10 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         if senses is not None and len(senses):
             by_sense = sense_sentence(senses, factor, level)
             text += f" {by_sense}" if by_sense else ""
+        confound = rows["also_changes"].iloc[0]
+        if confound:  # a declared confound (reprsim.relations.CONFOUNDS): the level is not one change
+            text += (f" This level changes {confound} as well: its u is that of both changes together, not of the "
+                     f"{FACTOR_NAMES.get(factor, factor)} alone.")
         note = rows["quality_note"].iloc[0]
         if note.startswith(("better", "worse")):
             text += f" Its fit ({rows['quality_metric'].iloc[0]}) is {note}."
