@@ -15,6 +15,9 @@ def study_models():
         return []
     named = [*STUDY["reference"], *STUDY["floor"]]
     named += [m for levels in STUDY["factors"].values() for models in levels.values() for m in models]
+    # each level's checkpoints, the candidates for comparing it at the reference's competence
+    named += [m for steps in competence_checkpoints(config["models"], STUDY).values()
+              for models in steps.values() for m in models]
     return list(dict.fromkeys(named))
 
 

@@ -556,7 +556,7 @@ def _placebo_errors(models: dict, study: dict) -> Iterator[str]:
     full = model_width(models, study["reference"][0])
     if full is None:
         yield ("key 'universality.dimension_placebo' is set, but the reference's width is unknown: its models' "
-               "`config` gives none of n_embd, hidden_size, d_model")
+               "`config` gives none of n_embd, hidden_size, d_model, nor does a hub model's `recipe` declare its width")
         return
     wide = [dims for dims in asked.get("widths") or [] if dims >= full]
     if wide:
@@ -564,7 +564,7 @@ def _placebo_errors(models: dict, study: dict) -> Iterator[str]:
                f"reference's width {full}: a placebo reduces the reference seeds to fewer dimensions")
     elif not dimension_placebos(models, study):
         yield (f"key 'universality.dimension_placebo' is set, but no width level is narrower than the reference "
-               f"({full}; widths as the models' `config` gives them): give `widths`, or a narrower width level")
+               f"({full}; widths as the models' `config` or `recipe` gives them): give `widths`, or a narrower width level")
 
 
 def _expand_checkpoints(config: dict, written: dict[str, str]) -> Iterator[str]:

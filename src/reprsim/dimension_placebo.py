@@ -11,9 +11,13 @@ WIDTH_KEYS = ("n_embd", "hidden_size", "d_model")  # a model's width where its `
 
 
 def model_width(specs: Specs, name: str) -> int | None:
-    """A model's width where its `config` gives it (:data:`WIDTH_KEYS`); None otherwise."""
-    given = (specs.get(name) or {}).get("config") or {}
-    return next((given[key] for key in WIDTH_KEYS if isinstance(given.get(key), int)), None)
+    """A model's width where its `config` gives it (:data:`WIDTH_KEYS`), or a hub model's declared `recipe.width`;
+    None otherwise."""
+    spec = specs.get(name) or {}
+    given = spec.get("config") or {}
+    found = next((given[key] for key in WIDTH_KEYS if isinstance(given.get(key), int)), None)
+    declared = (spec.get("recipe") or {}).get("width")
+    return found if found is not None or not isinstance(declared, int) else declared
 
 
 class DimensionPlacebo(NamedTuple):

@@ -192,10 +192,29 @@ def cross_seed(specs: Specs, models, reference) -> list[tuple[str, str]]:
             if m != r and (model_seed(specs, m) is None or str(model_seed(specs, m)) != str(model_seed(specs, r)))]
 
 
+def competence_checkpoints(specs: Specs, study: Mapping) -> dict[tuple[str, str], dict[int, list[str]]]:
+    """(factor, level) -> {step: the level's models at that checkpoint}, for each level (training time aside: its
+    levels are checkpoints) whose every model saved that checkpoint (spec `checkpoints`; the configuration names the
+    saved model {model}@{step}): the candidates for comparing the level at the reference's competence."""
+    found = {}
+    for factor, levels in study["factors"].items():
+        if factor == "training_time":
+            continue
+        for level, models in levels.items():
+            saved = [set(specs.get(m, {}).get("checkpoints") or []) for m in models]
+            steps = sorted(set.intersection(*saved)) if saved else []
+            named = {step: [f"{m}@{step}" for m in models] for step in steps
+                     if all(f"{m}@{step}" in specs for m in models)}
+            if named:
+                found[(factor, level)] = named
+    return found
+
+
 def study_pairs(specs: Specs, study: Mapping) -> list[tuple[str, str]]:
     """The model pairs a universality study compares (sorted names, each once): the reference's seed siblings, the
     floor and every level's models against the reference models of other seeds, and, for training time, each
-    level's models among themselves (the cross-seed similarity at that checkpoint)."""
+    level's models among themselves (the cross-seed similarity at that checkpoint); a level's checkpoints
+    (:func:`competence_checkpoints`) against the reference models of other seeds, as the level."""
     reference = list(study["reference"])
     pairs = {tuple(sorted(p)) for p in cross_seed(specs, reference, reference)}
     pairs |= {tuple(sorted(p)) for p in cross_seed(specs, study["floor"], reference)}
@@ -204,4 +223,7 @@ def study_pairs(specs: Specs, study: Mapping) -> list[tuple[str, str]]:
             pairs |= {tuple(sorted(p)) for p in cross_seed(specs, models, reference)}
             if factor == "training_time":
                 pairs |= {tuple(sorted(p)) for p in cross_seed(specs, models, models)}
+    for steps in competence_checkpoints(specs, study).values():
+        for models in steps.values():
+            pairs |= {tuple(sorted(p)) for p in cross_seed(specs, models, reference)}
     return sorted(pairs)

@@ -204,6 +204,48 @@ def test_a_berts_masked_lm_is_an_objective_level_that_says_it_changes_the_archit
     assert "architecture" not in sentences["masked LM"]
 
 
+def test_a_level_with_checkpoints_is_also_compared_where_its_competence_matches_the_references():
+    """A width level that saved checkpoints at steps 100 and 200 is compared again at the one whose probe accuracy
+    is nearest the reference seeds' (step 200: 0.79 against 0.80; the final model decodes 0.90): its pairs are
+    planned, it is a level of its own (appended after every level), the sentences say what was matched, and its
+    functional cell says why it is not stitched. Where the final model is nearest, no level is added."""
+    from universality_study import MEASURE_SPECS, REFERENCE, _model, models_and_specs
+
+    models, specs = models_and_specs()
+    rng = np.random.default_rng(7)
+    signal = np.random.default_rng(0).normal(size=models["ref-s0"].shape)  # models_and_specs's shared signal
+    specs["wide-s3"] = {**specs["wide-s3"], "checkpoints": [100, 200]}
+    for step, strength in ((100, 0.5), (200, 0.8)):
+        models[f"wide-s3@{step}"] = _model(signal, rng, strength)
+        specs[f"wide-s3@{step}"] = {**specs["ref-s0"], "seed": 3, "checkpoint": step}
+    factors = {"width": {"n_embd 24": ["wide-s3"]}}
+    raw = {"reference": REFERENCE, "floor": ["floor-s9"], "factors": factors}
+    planned = study_pairs(specs, raw)
+    assert {("ref-s0", "wide-s3@200"), ("ref-s2", "wide-s3@100")} <= set(planned)
+    study = Study(reference=REFERENCE, floor=["floor-s9"], factors=factors, margin=0.1, confidence=0.95, specs=specs,
+                  measures={"linear_cka": "cka"})
+    table, replicates = pair_tables(models, planned, {"linear_cka": MEASURE_SPECS["linear_cka"]})
+    accuracy = {**{r: 0.80 for r in REFERENCE}, "floor-s9": 0.5, "wide-s3": 0.90, "wide-s3@100": 0.60,
+                "wide-s3@200": 0.79}
+    competence = {m: {"accuracy": a, "chance": 0.5} for m, a in accuracy.items()}
+    tables = universality_tables(table, replicates, study, metas={}, competence=competence)
+    matched = "n_embd 24, step 200 (competence matched)"
+    levels = list(dict.fromkeys(tables.universality["level"]))
+    assert levels[-1] == matched and "n_embd 24" in levels
+    row = tables.universality[tables.universality["level"] == matched].iloc[0]
+    assert row["models"] == "wide-s3@200" and row["factor"] == "width" and row["probe_accuracy"] == 0.79
+    assert row["competence_match"] == ("matched on the shared probe's accuracy: at step 200 of 400 0.790, the "
+                                       "reference seeds 0.800, the final models 0.900")
+    sentences = statement(tables.universality, tables.claims, study).set_index("level")["text"]
+    assert f"compared there as level '{matched}'" in sentences["n_embd 24"]
+    function = tables.senses[(tables.senses["level"] == matched) & (tables.senses["sense"] == "function")]
+    assert (function["verdict"] == "not measured").all()
+    competence["wide-s3"] = {"accuracy": 0.80, "chance": 0.5}
+    again = universality_tables(table, replicates, study, metas={}, competence=competence)
+    assert matched not in set(again.universality["level"])
+    assert again.universality["competence_match"].str.endswith("the final models are the nearest").any()
+
+
 def test_convergence_is_stated_against_competence_on_the_shared_probe():
     """Cross-seed similarity rises over the checkpoints (the signal at strength 0.5, 0.8, then 1), so its Spearman ρ
     with the shared probe's accuracy is +1 in every third where accuracy rises with it, −1 where it falls; a stage

@@ -167,3 +167,24 @@ def test_all_measures_example_runs_every_registered_measure():
     config = validated(EXAMPLES_DIR / "all-measures.yaml")
     assert {spec["measure"] for spec in config["measures"].values()} == set(MEASURES)
     assert len(config["similarity"]["pairs"]) == 5
+
+
+def test_the_universality_hub_twin_plans_the_offline_studys_structure(dry_run):
+    """The hub twin (MultiBERTs) is the offline study at scale: the same measures and artefact controls, a dimension
+    placebo, the shared probe's competence (its dataset is labelled), every factor but training data, which no public
+    family varies alone (its header says so); the functional sense only offline, where the workflow pretrained the
+    references (a hub MLM has no next-token loss to stitch under)."""
+    offline, hub = (validated(EXAMPLES_DIR / name) for name in ("universality.yaml", "universality-hub.yaml"))
+    assert offline["measures"] == hub["measures"]
+    assert offline["universality"]["dimension_placebo"] and hub["universality"]["dimension_placebo"]
+    assert set(hub["universality"]["factors"]) == set(offline["universality"]["factors"]) - {"data"}
+    assert "Data at scale: no public family" in (EXAMPLES_DIR / "universality-hub.yaml").read_text()
+    assert offline["universality"]["function"] is not None and hub["universality"]["function"] is None
+    code, output = dry_run(EXAMPLES_DIR / "universality-hub.yaml")
+    assert code == 0, output[-4000:]
+    jobs = planned_jobs(output)
+    assert jobs["competence_probe"] == len({m for levels in hub["universality"]["factors"].values()
+                                            for models in levels.values() for m in models}
+                                           | set(hub["universality"]["reference"]) | set(hub["universality"]["floor"]))
+    assert jobs["dimension_placebo"] == 2  # the miniatures' widths, 512 and 256
+    assert "function_stitch" not in jobs

@@ -120,6 +120,9 @@ def test_compare():
     # 8,720 rows: every layer's would be 24,330 MB, so the budget binds: 2000 + 608.256 + 8 * 1073.7 = 11197.86
     more = {**STORE_A, "split_sizes": {**STORE_A["split_sizes"], "validation": 8720}}
     assert r.compare_mem_mb(more, STORE_B, "validation", 1, gram_budget_gb=8) == 11197
+    # a measure on conditioned features: a conditioned copy of both stacks (8*2000*12672/1e6 = 202.752 MB) and its
+    # own sides' Grams: 2000 + 4*202.752 + 2*243.323 = 3297.65
+    assert r.compare_mem_mb(STORE_A, STORE_B, "validation", 1, gram_budget_gb=8, conditioned=True) == 3297
 
 
 # ----------------------------------------------------------------- pair jobs: routes counted (pair_work)

@@ -106,8 +106,9 @@ def gram_budget_gb(config) -> float:
 
 def compare_mem_mb(facts, config, w, attempt):
     a, b = _pair_stores(facts, w)
+    conditioned = any(spec.get("conditioning") not in (None, "none") for spec in config["measures"].values())
     return r.compare_mem_mb(a, b, config["similarity"]["split"], attempt, gram_budget_gb(config),
-                            compared_rows(a, config, w["representation"]))
+                            compared_rows(a, config, w["representation"]), conditioned)
 
 
 def terms_mem_mb(facts, config, w, attempt):

@@ -222,16 +222,20 @@ def pair_sizes(a: Mapping, b: Mapping, split: str) -> tuple[int, int, list[int]]
 
 
 def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int, gram_budget_gb: float = 0.0,
-                   compared: int | None = None) -> int:
+                   compared: int | None = None, conditioned: bool = False) -> int:
     """Both models' pooled rows in float64 (a few copies) and a few n x n matrices of the compared rows (the split's,
     or `compared`: words at word level); a measure built on n x n matrices (Gram-form CKA, mutual k-NN) may fill
-    similarity.max_memory_gb (`gram_budget_gb`, 0 when none is configured)."""
+    similarity.max_memory_gb (`gram_budget_gb`, 0 when none is configured). With a measure on `conditioned`
+    features (an artefact control), the job holds one conditioned copy of both stacks and its own sides beside
+    the stored features' (reprsim.pair_engine: one conditioning at a time): a copy of the rows and of the n x n
+    matrices more."""
     rows, split_rows_, widths = pair_sizes(a, b, split)
     compared = split_rows_ if compared is None else compared
     # what they may fill: the budget, or less where every layer's Grams (and a working copy each) fit in it
     every_layer = 2 * 8 * compared ** 2 * (a["n_layers"] + b["n_layers"] + 2) / 1e6
     grams = max(4 * 8 * compared ** 2 / 1e6, min(gram_budget_gb * 1073.7, every_layer))
-    return int((2000 + 3 * 8 * rows * sum(widths) / 1e6 + grams) * attempt)
+    copies, sides = (4, 2) if conditioned else (3, 1)
+    return int((2000 + copies * 8 * rows * sum(widths) / 1e6 + sides * grams) * attempt)
 
 
 

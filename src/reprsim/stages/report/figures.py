@@ -957,15 +957,6 @@ def _headline_order(rows: pd.DataFrame) -> list[str]:
                                            else len(FAMILY_ORDER), measures.index(m)))
 
 
-def _control_of(rows: pd.DataFrame) -> str:
-    """What a measure's rows change as an artefact control ("" for none): the study's `control` column (a table
-    written before it had one: the conditioning)."""
-    if "control" in rows:
-        return str(rows["control"].iloc[0])
-    conditioning = str(rows["conditioning"].iloc[0]) if "conditioning" in rows else "none"
-    return "" if conditioning == "none" else conditioning
-
-
 def _failed_grounding(rows: pd.DataFrame) -> bool:
     """Whether a universality table's measure failed a grounding test (an artefact control is off the headline
     without failing one)."""
@@ -1099,7 +1090,7 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
         family = rows["family"].iloc[0] if "family" in rows else ""
         name = f"{family} · {MEASURE_LABELS.get(label, label)}" if family else MEASURE_LABELS.get(label, label)
         failed = str(rows["grounding_failed"].iloc[0]) if "grounding_failed" in rows else ""
-        control = _control_of(rows)
+        control = str(rows["control"].iloc[0])  # what it changes as an artefact control ("" for none)
         if control:  # an artefact control: its twin's panel is beside it
             name = f"{name}\ncontrol: {control}"
         if _failed_grounding(rows):

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -1148,7 +1149,14 @@ CLAIM_STATISTICS = {"last minus first": "last − first step", "spearman_rho_ste
 def _statement(inputs: ReportInputs) -> tuple[list[str], list[str]]:
     """The study's sentences, in the stage's order: (the answers, at most ten; the sentences per factor level and
     the rest)."""
-    table = read_tables(inputs.universality_statement)
+    return _statement_of(tuple((path, os.stat(path).st_mtime_ns) for path in inputs.universality_statement))
+
+
+@lru_cache(maxsize=4)
+def _statement_of(files: tuple[tuple[str, int], ...]) -> tuple[list[str], list[str]]:
+    """:func:`_statement` of the statement tables (path, modification time), read once for the three places that
+    show them (the page's opening, the senses section, the statement section)."""
+    table = read_tables([path for path, _ in files])
     if "text" not in table:
         return [], []
     answer = table["topic"].isin(ANSWER_TOPICS)
@@ -1247,9 +1255,7 @@ def universality_section(inputs: ReportInputs) -> dict | None:
         for label in [m for m in measures if m in set(rows["measure"])]:
             mine = rows[rows["measure"] == label].iloc[0]
             doubtful = bool(str(mine["grounding_failed"]))
-            # what it changes as an artefact control ("" for none; a table without the column: its conditioning)
-            control = str(mine["control"]) if "control" in mine else (
-                "" if str(mine.get("conditioning", "none")) == "none" else str(mine["conditioning"]))
+            control = str(mine["control"])  # what it changes as an artefact control ("" for none)
             row_cells = []
             for depth in depths:
                 key = (factor, level, label, depth)

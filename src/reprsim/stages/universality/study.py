@@ -18,7 +18,7 @@ from reprsim.grounding_failures import failed_grounding
 from reprsim.layers import model_depths
 from reprsim.measure_registry import MEASURES
 from reprsim.pair_series import oriented
-from reprsim.relations import also_changes, cross_seed
+from reprsim.relations import also_changes, competence_checkpoints, cross_seed
 from reprsim.resampling import interval
 from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES, sense_of
 from reprsim.stages.universality.shares import (SEED_DRAWS, Term, Terms, depth_groups, null_share, pair_arrays,
@@ -33,7 +33,8 @@ COLUMNS = ["dataset", "representation", "factor", "level", "models", "measure", 
            "s_floor", "s_floor_low", "s_floor_high", "n_variant_pairs", "n_seed_pairs", "n_floor_pairs",
            "grounding_failed", "conditioning", "control", "headline", "quality_metric", "quality",
            "reference_quality_low", "reference_quality_high", "quality_note", "probe_accuracy", "probe_reference_low",
-           "probe_reference_high", "probe_chance", "probe_note", "also_changes", "n", "m", "n_resamples"]
+           "probe_reference_high", "probe_chance", "probe_note", "also_changes", "competence_match", "n", "m",
+           "n_resamples"]
 CONVERGENCE_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "layer", "level", "step",
                        "similarity", "ci_low", "ci_high", "validation_cross_entropy", "probe_accuracy", "n_seed_pairs",
                        "n", "m"]
@@ -50,6 +51,7 @@ FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "ob
 PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
 assert PLACEBO[0] in ANSWER_TOPICS  # the seed placebo's sentence (the study's resolution) is an answer
 FUNCTION_UNMEASURED = "no stitching into the reference in this study: set universality.function"
+MATCHED_UNSTITCHED = "stitching is planned for each level's final models, not for its checkpoints"
 FUNCTION_MEASURE = "stitching penalty"  # the functional sense's "measure" in the sense table
 # parameters a measure can be swept in (a k sweep of a neighbourhood measure; the dimensions a CCA-family measure
 # keeps): a second configuration of the measure that changes one of them is read as a control of the first
@@ -207,6 +209,38 @@ def _competence(models: Sequence[str], reference: Sequence[str], competence: Map
             "probe_chance": float(competence[models[0]]["chance"]), "probe_note": note}
 
 
+def _matched_step(factor: str, level: str, steps: Mapping[int, list[str]], study: Study,
+                  metas: Mapping[str, Mapping], competence: Mapping[str, Mapping]):
+    """(label, the level's models at the checkpoint whose competence is nearest the reference seeds', what was
+    matched) for a level with checkpoints (reprsim.relations.competence_checkpoints): on the shared probe's accuracy
+    where every candidate and reference model was probed, else, where the level keeps the reference's objective, on
+    the fit (nats below the unigram reference); the models None where the final ones are nearest, None where
+    nothing compares."""
+    models = list(study.factors[factor][level])
+    final = int(study.specs[models[0]].get("steps", 0))
+    candidates = {**steps, final: list(models)}
+    everyone = [*study.reference, *(m for named in candidates.values() for m in named)]
+    if all(m in competence for m in everyone):
+        what = "the shared probe's accuracy"
+
+        def value(named):
+            return float(np.mean([competence[m]["accuracy"] for m in named]))
+    elif (factor != "objective" and all(np.isfinite(quality(metas.get(m, {}))[1]) for m in everyone)):
+        what = quality(metas[study.reference[0]])[0]
+
+        def value(named):
+            return float(np.mean([quality(metas[m])[1] for m in named]))
+    else:
+        return None
+    target = value(study.reference)
+    step = min(candidates, key=lambda s: (abs(value(candidates[s]) - target), -s))
+    note = (f"matched on {what}: at step {step} of {final} {value(candidates[step]):.3f}, the reference seeds "
+            f"{target:.3f}, the final models {value(models):.3f}")
+    if step == final:
+        return level, None, note
+    return f"{level}, step {step} (competence matched)", candidates[step], note
+
+
 def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: Study, metas: Mapping[str, Mapping],
                         grounding: pd.DataFrame | None = None,
                         competence: Mapping[str, Mapping] | None = None,
@@ -240,17 +274,36 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     levels = [(*PLACEBO, list(study.reference), placebo_couples, draw(study.reference, placebo=True), {
         "quality_metric": quality(metas.get(study.reference[0], {}))[0], "quality": float(np.mean(reference_quality)),
         "reference_quality_low": low, "reference_quality_high": high,
-        "quality_note": "the reference seeds themselves", "also_changes": "",
+        "quality_note": "the reference seeds themselves", "also_changes": "", "competence_match": "",
         **_competence(study.reference, study.reference, competence)})] if len(seed_couples) >= 3 else []
+
+    def fit(factor: str, models: Sequence[str], match: str = "") -> dict:
+        metric, _ = quality(metas.get(models[0], {}))
+        value = float(np.mean([quality(metas.get(m, {}))[1] for m in models]))
+        return {"quality_metric": metric, "quality": value, "reference_quality_low": low,
+                "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high),
+                "also_changes": also_changes(study.specs, models[0], study.reference[0]), "competence_match": match,
+                **_competence(models, study.reference, competence)}
+
+    checkpointed = competence_checkpoints(study.specs, {"factors": study.factors})
+    matches = {key: _matched_step(*key, steps, study, metas, competence)
+               for key, steps in checkpointed.items()}
     for factor, named in study.factors.items():
         for level, models in named.items():
-            metric, _ = quality(metas.get(models[0], {}))
-            value = float(np.mean([quality(metas.get(m, {}))[1] for m in models]))
-            levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), draw(models), {
-                "quality_metric": metric, "quality": value, "reference_quality_low": low,
-                "reference_quality_high": high, "quality_note": _quality_note(factor, metric, value, low, high),
-                "also_changes": also_changes(study.specs, models[0], study.reference[0]),
-                **_competence(models, study.reference, competence)}))
+            match = matches.get((factor, level))
+            note = "" if match is None else (f"{match[2]}; the final models are the nearest" if match[1] is None
+                                             else f"{match[2]}; compared there as level {match[0]!r}")
+            levels.append((factor, level, models, cross_seed(study.specs, models, study.reference), draw(models),
+                           fit(factor, models, note)))
+    # each level at the checkpoint matching the reference's competence, after every level (the levels' seed
+    # draws come from one generator in this order)
+    matched_left_out = {}
+    for (factor, _), match in matches.items():
+        if match is not None and match[1] is not None:
+            label, models, note = match
+            levels.append((factor, label, models, cross_seed(study.specs, models, study.reference), draw(models),
+                           fit(factor, models, note)))
+            matched_left_out[f"{factor}/{label}"] = MATCHED_UNSTITCHED
     rows, curve, claims = [], [], []
     groups = depth_groups(reference_depth)
     kept: dict[str, dict[tuple[str, str], Terms]] = {}  # label -> (factor, level) -> its terms, for the senses
@@ -300,7 +353,7 @@ def universality_tables(pairs: pd.DataFrame, replicates: pd.DataFrame, study: St
     functional = (_function_terms(*function, study, levels, reference_depth, reference_draws)
                   if function is not None and len(function[0]) else None)
     senses = _sense_table(table, kept, study, levels, groups, dataset, representation, functional,
-                          function_left_out or {})
+                          {**matched_left_out, **(function_left_out or {})})
     curve_table = pd.DataFrame(curve, columns=CONVERGENCE_COLUMNS)
     claim_table = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
     return StudyTables(table, senses, curve_table, claim_table, _control_table(table, study))
@@ -703,6 +756,9 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         if senses is not None and len(senses):
             by_sense = sense_sentence(senses, factor, level)
             text += f" {by_sense}" if by_sense else ""
+        match = rows["competence_match"].iloc[0]
+        if match:  # the level at the checkpoint nearest the reference's competence (or the note that it is final)
+            text += f" Competence {match}."
         confound = rows["also_changes"].iloc[0]
         if confound:  # a declared confound (reprsim.relations.CONFOUNDS): the level is not one change
             text += (f" This level changes {confound} as well: its u is that of both changes together, not of the "
