@@ -23,7 +23,8 @@ Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the resu
 Beside the default, from their own runs (each carried over from the previous recording when not given):
 
 - --universality STUDY_RUN: a finished run of config/examples/universality.yaml (its Snakemake log, its universality
-  table, sense table and statement: reprsim.recorded_run.universality_summary), with --universality-time-output its
+  table, sense table, controls' table and statement: reprsim.recorded_run.universality_summary), with
+  --universality-time-output its
   `/usr/bin/time -v`;
 - --coverage FILE: benchmarks/interval_coverage.py's --out.
 
@@ -131,11 +132,11 @@ def main() -> None:
         facts = run_facts(study, args.universality_time_output)
         facts["commit"] = subprocess.run(["git", "-C", str(study), "rev-parse", "HEAD"], capture_output=True,
                                          text=True).stdout.strip() or None
-        senses = study_tables / "universality_senses.parquet"
+        optional = {name: pd.read_parquet(study_tables / f"universality_{name}.parquet")
+                    for name in ("senses", "controls") if (study_tables / f"universality_{name}.parquet").exists()}
         summary["universality"] = {"run": facts, **recorded_run.universality_summary(
             pd.read_parquet(study_tables / "universality.parquet"),
-            pd.read_parquet(study_tables / "universality_statement.parquet"),
-            pd.read_parquet(senses) if senses.exists() else None)}
+            pd.read_parquet(study_tables / "universality_statement.parquet"), **optional)}
     elif "universality" in previous:
         summary["universality"] = previous["universality"]
     if args.coverage:

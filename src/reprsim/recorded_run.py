@@ -427,11 +427,21 @@ SENSE_COLUMNS = ("factor", "level", "sense", "depth", "u", "ci_low", "ci_high", 
                  "measures", "left_out")
 
 
-def universality_summary(table, statement, senses=None) -> dict:
+CONTROL_COLUMNS = ("factor", "level", "depth", "control", "change", "measure", "u", "ci_low", "ci_high", "verdict",
+                   "control_u", "control_ci_low", "control_ci_high", "control_verdict", "changed")
+COMPETENCE_COLUMNS = ("factor", "level", "models", "probe_accuracy", "probe_reference_low", "probe_reference_high",
+                      "probe_chance", "probe_note", "quality_metric", "quality", "quality_note", "also_changes",
+                      "competence_match")
+
+
+def universality_summary(table, statement, senses=None, controls=None) -> dict:
     """What the guide and the README quote of the universality example: the statement's sentences, the thirds of
-    every measure and (given the sense table) of every sense, and the issue-51 checks computed from them."""
+    every measure, (given the sense table) of every sense and (given the controls' table) each control beside its
+    twin, each level's competence, and the issue-51 checks computed from them."""
     thirds = table[table["depth"].isin(THIRDS)]
     sense_thirds = [] if senses is None else _records(senses[senses["depth"].isin(THIRDS)], SENSE_COLUMNS)
+    levels = table.drop_duplicates(["factor", "level"])
+    competence = _records(levels, [c for c in COMPETENCE_COLUMNS if c in levels])
     grounded = [m for m in dict.fromkeys(thirds["measure"]) if thirds.loc[thirds["measure"] == m, "headline"].all()]
     seeds = thirds[thirds["seeds_ci_low"].notna()]
     width = lambda f, lo, hi: (f[hi] - f[lo])  # noqa: E731
@@ -443,6 +453,8 @@ def universality_summary(table, statement, senses=None) -> dict:
         "statement": [{"topic": r.topic, "level": r.level, "text": r.text} for r in statement.itertuples()],
         "thirds": _records(thirds, UNIVERSALITY_COLUMNS),
         "senses": sense_thirds,
+        "controls": [] if controls is None else _records(controls, CONTROL_COLUMNS),
+        "competence": competence,
         "checks": {
             "cells_with_seeds": int(len(seeds)),
             "seeds_at_least_as_wide": int((width(seeds, "seeds_ci_low", "seeds_ci_high")
@@ -533,6 +545,49 @@ def _universality_senses(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _universality_controls(summary: dict) -> str:
+    """Each artefact control beside its twin: per control, how many verdicts it changed, and each changed cell."""
+    rows = summary["universality"].get("controls") or []
+    if not rows:
+        return "This recording has no artefact control (recorded before the example ran them)."
+    lines = ["| control | its twin | verdicts changed | where (twin's u → the control's, third by third) |",
+             "|---|---|---|---|"]
+    def u(r: dict, key: str, low: str, high: str) -> str:
+        return "undefined" if None in (r[key], r[low], r[high]) else _interval(r, key, low, high)
+
+    for control in dict.fromkeys(r["control"] for r in rows):
+        mine = [r for r in rows if r["control"] == control]
+        changed = [r for r in mine if r["changed"]]
+        where = "; ".join(
+            f"{r['factor'].replace('_', ' ')} {_cell(r['level'])}, {r['depth'].replace(' third', '')}: "
+            f"{u(r, 'u', 'ci_low', 'ci_high')} {_verdict_short(r['verdict'])} → "
+            f"{u(r, 'control_u', 'control_ci_low', 'control_ci_high')} {_verdict_short(r['control_verdict'])}"
+            for r in changed) or "–"
+        lines.append(f"| {_name(control)} ({_cell(mine[0]['change'])}) | {_name(mine[0]['measure'])} | "
+                     f"{len(changed)} of {len(mine)} | {where} |")
+    return "\n".join(lines)
+
+
+def _universality_competence(summary: dict) -> str:
+    """Each level's competence on the shared probe beside the reference seeds' range and chance, and its own fit."""
+    rows = summary["universality"].get("competence") or []
+    if not rows or all(r.get("probe_accuracy") is None for r in rows):
+        return "This recording has no shared probe (recorded before the study had one)."
+    lines = ["| factor: level | probe accuracy (best layer) | the reference seeds | chance | note | own fit |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        accuracy = "–" if r.get("probe_accuracy") is None else f"{r['probe_accuracy']:.3f}"
+        seeds = ("–" if r.get("probe_reference_low") is None else
+                 f"{r['probe_reference_low']:.3f}–{r['probe_reference_high']:.3f}")
+        chance = "–" if r.get("probe_chance") is None else f"{r['probe_chance']:.3f}"
+        fit = "–" if r.get("quality") is None else f"{r['quality']:.3f} {r['quality_metric']}"
+        note = r["probe_note"] + (f"; also changes {r['also_changes']}" if r.get("also_changes") else "")
+        name = {"placebo": "seed placebo"}.get(r["factor"], r["factor"].replace("_", " "))
+        lines.append(f"| {name}: {_cell(r['level'])} | {accuracy} | {seeds} | {chance} | {_cell(note)} | "
+                     f"{_cell(fit)} |")
+    return "\n".join(lines)
+
+
 def _universality_readme(summary: dict) -> str:
     """The README's sentence: the placebo's resolution, then every level's u, interval and verdict in the middle
     third under the lead measure."""
@@ -620,6 +675,8 @@ BLOCKS: dict[str, tuple[Callable[[dict], str], bool]] = {
     "universality-statement": (_universality_statement, True),
     "universality-thirds": (_universality_thirds, True),
     "universality-senses": (_universality_senses, True),
+    "universality-controls": (_universality_controls, True),
+    "universality-competence": (_universality_competence, True),
     "universality-checks": (_universality_checks, False),
     "universality-readme": (_universality_readme, False),
     "interval-coverage": (_coverage_table, True),

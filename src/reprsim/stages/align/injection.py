@@ -21,6 +21,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from reprsim.aligners.linear import relative_error
 from reprsim.aligners.registry import SHARING, make
 from reprsim.io.store import open_store, pooled_rows, split_examples
+from reprsim.nets.bidirectional import restore_attention
 from reprsim.nets.classifiers import classification_scores, head_token
 from reprsim.nets.heads import head_logits_of_rows
 from reprsim.nets.loading import load_classifier
@@ -43,7 +44,8 @@ def classify(model, representation: np.ndarray) -> np.ndarray:
 def _random_head_model(model_dir: str | Path, seed: int):
     """M2's architecture with every weight (head included) drawn afresh from its initialiser."""
     torch.manual_seed(seed)
-    return AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(model_dir)).eval()
+    model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(model_dir))
+    return restore_attention(model).eval()
 
 
 def layer_injection(
