@@ -258,7 +258,7 @@ def test_a_dimension_placebo_must_reduce_the_reference_to_fewer_dimensions():
     config = load_yaml(REPO / "config" / "examples" / "universality.yaml")  # reference 128 wide, width level 256
     config["universality"]["dimension_placebo"] = {"methods": ["random", "pca"]}
     assert ("key 'universality.dimension_placebo' is set, but no width level is narrower than the reference (128; "
-            "widths as the models' `config` gives them): give `widths`, or a narrower width level") \
+            "widths as the models' `config` or `recipe` gives them): give `widths`, or a narrower width level") \
         in problems_of(copy.deepcopy(config))
     config["universality"]["dimension_placebo"]["widths"] = [64, 128]
     assert ("key 'universality.dimension_placebo.widths' has 128, not below the reference's width 128: a placebo "
