@@ -202,6 +202,7 @@ TARGETS = {
     "stores": [store(d, m) for d in EXTRACT_ON for m in stores_on(d)],
     "findings": [paths.FINDINGS],
     "pair_summary": paths.PAIR_SUMMARY,
+    "pairs": paths.PAIRS,
     "model_summary_figures": [paths.MODEL_SUMMARY_FIGURE.format(representation=r, dataset=d)
                               for r in REPRESENTATIONS for d in EXTRACT_ON],
     "heatmaps": per_compared_pair(paths.PAIR_HEATMAP),

@@ -23,6 +23,7 @@ from jsonschema import validators
 
 from reprsim import conditioning
 from reprsim.dataset_labels import dataset_is_labelled
+from reprsim.measure_aliases import resolve_section
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.nets.gpt2_as_bert import untranslatable
@@ -819,11 +820,12 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH, *, mode
     if not isinstance(config, dict):
         raise ConfigError(f"the configuration must be a mapping; got {type(config).__name__}")
     distance_named = isinstance(config.get("report"), dict) and "distance_measure" in config["report"]
+    named = resolve_section(config.get("measures"))  # aliases to registry names, before the schema reads them
     try:
         with_defaults(validators.validator_for(schema))(schema).validate(config)
     except jsonschema.ValidationError:
         pass  # defaults are filled as far as possible; errors are reported below
-    problems = list(dict.fromkeys([*_schema_errors(config, schema), *_hub_errors(config),
+    problems = list(dict.fromkeys([*named, *_unnamed(_schema_errors(config, schema), named), *_hub_errors(config),
                                    *_conditioning_errors(config)]))
     written: dict[str, str] = {}
     if not problems:  # the seeds of one model refer alike: each problem once
@@ -936,11 +938,20 @@ def measures_errors(measures: dict, schema_path: str | Path = SCHEMA_PATH) -> li
     section = {"$defs": schema["$defs"], "type": "object", "required": ["measures"],
                "properties": {"measures": schema["properties"]["measures"]}}
     config = {"measures": measures}
+    named = resolve_section(measures)
     try:
         with_defaults(validators.validator_for(section))(section).validate(config)
     except jsonschema.ValidationError:
         pass
-    return list(dict.fromkeys([*_schema_errors(config, section), *_conditioning_errors(config)]))
+    return list(dict.fromkeys([*named, *_unnamed(_schema_errors(config, section), named),
+                               *_conditioning_errors(config)]))
+
+
+def _unnamed(schema_problems: list[str], named: list[str]) -> list[str]:
+    """The schema's problems less its "allowed values" of a measure whose name the alias resolution has already
+    refused (that message lists the close names; the schema's would list every registry name)."""
+    labels = {match.group(1) for problem in named if (match := re.match(r"key '(measures\.[^.']+)", problem))}
+    return [problem for problem in schema_problems if not any(f"'{label}.measure'" in problem for label in labels)]
 
 
 def _conditioning_errors(config: dict) -> list[str]:

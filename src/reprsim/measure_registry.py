@@ -236,6 +236,16 @@ _MEASURES = [
             (0.0, 1.0), 1.0, True, _fixed("PU", "OT", "IS"), {"k": 10}, "n > k + 1",
             "O(n²d) per layer, O(nk) per layer pair", "Huh, Cheung, Wang & Isola 2024", n_by_n=True,
             work=_neighbour_lists),
+    Measure("cknna", "CKNNA", "neighbourhood", "reprsim.metrics.cknna:cknna_layers", "similarity",
+            (-math.inf, math.inf), 1.0, False, _fixed("PU", "OT", "IS"), {"k": 10}, "n > k ≥ 2, n ≥ 4",
+            "O(n²d) per layer, O(nk log nk) per layer pair", "Huh, Cheung, Wang & Isola 2024 (platonic-rep's cknna)",
+            n_by_n=True, work=_neighbour_lists,
+            notes="unbiased HSIC of the cosine kernels masked to the neighbours both spaces share, over each side's "
+                  "own (platonic-rep's defaults unbiased=True, distance_agnostic=False; its biased variant counts a "
+                  "row among its own neighbours, and its distance-agnostic one is mutual k-NN's question, so neither "
+                  "is offered); no 1e-6 in the denominator; asymmetric through HSIC's 1ᵀAB1 term (~1e-3); not "
+                  "bounded by 1 where few neighbour pairs are mutual (hubs); k = n − 1: unbiased linear CKA of the "
+                  "unit rows"),
     Measure("jaccard_knn", "Jaccard k-NN", "neighbourhood", "reprsim.metrics.neighbourhood:jaccard_knn_layers",
             "similarity", (0.0, 1.0), 1.0, True, _fixed("PU", "OT", "IS"), {"k": 10}, "n > k + 1",
             "O(n²d) per layer, O(nk) per layer pair", "Schumacher et al. 2021; Klabunde et al. 2023", n_by_n=True,

@@ -24,8 +24,9 @@ import torch
 
 from reprsim.io.device import describe as describe_device
 from reprsim.io.store import constant_layers
-from reprsim import conditioning
-from reprsim.metrics import MEASURES, directed_null, directed_replicates, memory, permutation, prepared
+from reprsim import best_match, conditioning
+from reprsim.metrics import (MEASURES, directed_layers, directed_null, directed_replicates, memory, permutation,
+                             prepared)
 from reprsim.metrics.conditioners import condition_stack
 from reprsim.metrics._inputs import dtype_name
 from reprsim.metrics.api import check_params, describe, null_statistics
@@ -93,7 +94,71 @@ def _paired_statistics(name: str, params: dict, key: str, Xk, Yk, statistics: di
         described = describe(name, params, own, n, int(d_x), int(d_y), dtype, str(Xk.device))
         metas.append({**described, "n_permutations": permutations, "seed": seed, "null_route": result.null_route,
                       "null_mean_from": source})
-    return result.values, metas, null, result.replicates, result.interval_route
+    return result.values, metas, null, result.replicates, result.interval_route, result.null
+
+
+def _no_best_matches(shape: tuple) -> dict[str, np.ndarray]:
+    return {column: np.zeros(shape, dtype=bool) if column in ("is_best", "split_best") else np.full(shape, np.nan)
+            for column in best_match.COLUMNS}
+
+
+def _split_estimate(name: str, params: dict, Xs, Ys, kind: str, seed: int, resamples: int, confidence: float):
+    """Choose on the selection half, estimate on the other: (chosen index (D, L1), value (D, L1), low, high) from
+    the measure on tensors Xs (L1, n, d1), Ys (L2, n, d2). Only the chosen layers of Y are computed on the
+    estimation half, with `resamples` half-samples of its rows for the interval."""
+    Xs, Ys = (Z if isinstance(Z, torch.Tensor) else torch.as_tensor(np.asarray(Z)) for Z in (Xs, Ys))
+    select, estimate = best_match.split_rows(Xs.shape[1], seed)
+    rows_s, rows_e = (torch.as_tensor(rows, device=Xs.device) for rows in (select, estimate))
+    chosen_values = directed_layers(name, Xs[:, rows_s], Ys[:, rows_s], **params).values  # (D, L1, L2)
+    chosen, _ = best_match.best_of(chosen_values, kind)
+    used = np.unique(chosen[chosen >= 0])
+    shape = chosen.shape
+    value, low, high = (np.full(shape, np.nan) for _ in range(3))
+    if len(used) == 0:
+        return chosen, value, low, high
+    Xe, Ye = Xs[:, rows_e], Ys[torch.as_tensor(used, device=Ys.device)][:, rows_e]
+    grid = directed_layers(name, Xe, Ye, **params).values  # (D, L1, |used|)
+    indices = half_samples(len(estimate), resamples, seed)
+    replicates, _ = directed_replicates(name, Xe, Ye, indices, **params)  # (R, D, L1, |used|)
+    lows, highs = interval(grid, replicates, len(estimate), indices.shape[1], confidence)
+    for (d, i), j in np.ndenumerate(chosen):
+        if j >= 0:
+            column = int(np.searchsorted(used, j))
+            value[d, i], low[d, i], high[d, i] = grid[d, i, column], lows[d, i, column], highs[d, i, column]
+    return chosen, value, low, high
+
+
+def _best_matches(name: str, params: dict, kind: str, values: np.ndarray, null_draws: np.ndarray, Xk, Yk,
+                  kept_x: np.ndarray, kept_y: np.ndarray, statistics: dict, resamples: int, best: dict) -> str | None:
+    """Each X layer's best Y layer (reprsim.best_match), into `best`'s (D, L1, L2) arrays: on all rows with the
+    p of the null's maximum (every row of the X layer carries it), and chosen on the selection half with its value
+    and interval on the estimation half (on the chosen row). `statistics["best_match"]` False leaves them empty.
+    Returns why the split has no value where the measure is undefined on half the rows (too few rows for its
+    dimensions): the all-row columns are kept, the split's stay NaN."""
+    if not statistics.get("best_match", True):
+        return None
+    index, p = best_match.selection_p(values, null_draws, kind)
+    intervals = statistics["intervals"]
+    try:
+        chosen, value, low, high = _split_estimate(name, params, Xk, Yk, kind, int(intervals["seed"]), resamples,
+                                                   float(intervals["confidence"]))
+    except ValueError as error:
+        chosen = np.full(index.shape, -1)
+        value = low = high = np.full(index.shape, np.nan)
+        reason = f"undefined on half the rows: {error}"
+    else:
+        reason = None
+    for (d, i), j in np.ndenumerate(index):
+        row = kept_x[i]
+        best["selection_p"][d, row, :] = p[d, i]
+        if j >= 0:
+            best["is_best"][d, row, kept_y[j]] = True
+        if chosen[d, i] >= 0:
+            column = kept_y[chosen[d, i]]
+            best["split_best"][d, row, column] = True
+            for key, array in (("split_value", value), ("split_low", low), ("split_high", high)):
+                best[key][d, row, column] = array[d, i]
+    return reason
 
 
 def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constant_y: np.ndarray,
@@ -117,6 +182,7 @@ def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constan
     shape = (len(directions), len(Xs), len(Ys))
     arrays = {key: np.full(shape, np.nan) for key in ("value", "null_mean", "null_std", "p_value", "low", "high")}
     draws = np.full((len(indices), *shape), np.nan)
+    best = _no_best_matches(shape)
     metas = [{} for _ in directions]
     kept_x, kept_y = np.flatnonzero(~constant_x), np.flatnonzero(~constant_y)
     check_params(name, params)  # a misspelt parameter stops the job; a measure's own ValueError does not
@@ -127,13 +193,15 @@ def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constan
             Xk, Yk = kept_layers(Xs, kept_x), kept_layers(Ys, kept_y)
             key = _shared_route(name, params, Xk, Yk)
             if key is not None:
-                values, observed_metas, null, kept_draws, route = _paired_statistics(
+                values, observed_metas, null, kept_draws, route, null_draws = _paired_statistics(
                     name, params, key, Xk, Yk, statistics, permutations, indices, stored_dtype)
             else:
                 result = directed_null(name, Xk, Yk, n_permutations=permutations,
                                        seed=int(statistics["chance"]["seed"]), **params)
-                values, observed_metas, null = result.values, result.metas, result.statistics
+                values, observed_metas, null, null_draws = result.values, result.metas, result.statistics, result.draws
                 kept_draws, route = directed_replicates(name, Xk, Yk, indices, **params)
+            split_undefined = _best_matches(name, params, kind, values, null_draws, Xk, Yk, kept_x, kept_y,
+                                            statistics, len(indices), best)
             del Xk, Yk
             arrays["value"][kept] = values
             for key_, array in null.items():
@@ -148,11 +216,14 @@ def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constan
                 shared = {k: v for k, v in meta.items() if k != "per_pair" and not isinstance(v, np.ndarray)}
                 if stored_dtype is not None:
                     shared["dtype"] = stored_dtype
+                if split_undefined is not None:
+                    shared["best_match_split"] = split_undefined
                 metas[d] = {"shared": {**shared, "interval": described}, "per_pair": per_pair}
         except ValueError as error:  # undefined on these stacks: NaN for this measure alone
             undefined = f"{name}: {error}"
             for array in (*arrays.values(), draws):
                 array.fill(np.nan)
+            best.update(_no_best_matches(shape))
     rows = []
     for (d, i, j), value in np.ndenumerate(arrays["value"]):
         if undefined is not None and not (constant_x[i] or constant_y[j]):
@@ -173,6 +244,8 @@ def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constan
             "beyond_chance": bool(beyond_chance(kind, arrays["low"][d, i, j], arrays["high"][d, i, j],
                                                 arrays["null_mean"][d, i, j])),
             "warning": meta.get("warning", ""), "meta": json.dumps(meta, sort_keys=True, default=str),
+            **{column: (bool if column in ("is_best", "split_best") else float)(best[column][d, i, j])
+               for column in best_match.COLUMNS},
         })
         replicates.append(pd.DataFrame({"layer_a": i, "layer_b": j, "measure": label, "direction": directions[d],
                                         "replicate": np.arange(len(indices)), "value": draws[:, d, i, j]}))
@@ -193,7 +266,7 @@ def _conditioned_rows(label: str, spec: dict, how: dict, Xs, Ys, constant, stati
         stacks = condition_stack(Xs, how), condition_stack(Ys, how)
         rows = torch.as_tensor(statistics["indices"], device=Xs.device)
         conditioned.update(key=key, stacks=stacks, statistics={
-            **{k: statistics[k] for k in ("chance", "intervals", "indices")},
+            **{k: statistics[k] for k in ("chance", "intervals", "indices", "best_match")},
             "permutations": statistics.setdefault("permutations", {}),
             "sides": tuple(prepared.Sides(kept_layers(stack, np.flatnonzero(~mask)), rows)
                            for stack, mask in zip(stacks, constant))})
@@ -208,8 +281,8 @@ def _conditioned_rows(label: str, spec: dict, how: dict, Xs, Ys, constant, stati
 def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict], chance: dict | None = None,
                    intervals: dict | None = None, device: torch.device = torch.device("cpu"),
                    max_memory_gb: float | None = None,
-                   stored_sides: Callable[[int, np.ndarray, np.ndarray], dict] | None = None
-                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   stored_sides: Callable[[int, np.ndarray, np.ndarray], dict] | None = None,
+                   kept_sides: dict | None = None, best_matches: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every measure of `measures` for all layer pairs of `Xs` and `Ys` (arrays (layers, n, d), rows = the same
     inputs in the same order), on `device`: the pair table's rows (model_a, model_b = `names`; layer_a, layer_b,
     measure, kind, direction, params, value, n_permutations, null_mean, null_std, null_p, ci_low, ci_high,
@@ -220,7 +293,10 @@ def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict],
     (the permutation null), `intervals` {resamples, confidence, seed} (the half-sample interval). The half-samples
     depend only on n and the seed, so replicate r of every call with the same n rests on the same rows.
     `stored_sides(side, kept, indices)` gives what a side's terms store holds for the kept layers and half-samples
-    (the compare stage's; None: every side is prepared here)."""
+    (the compare stage's; None: every side is prepared here). `kept_sides`, a dict kept across calls, holds each
+    model's sides by its name (and the rows, seed and device), so a model compared with many prepares its terms once
+    (reprsim.compare_many; the caller bounds its size). `best_matches` False leaves the best-match columns
+    (reprsim.best_match) empty."""
     chance = {**DEFAULT_CHANCE, **(chance or {})}
     intervals = {**DEFAULT_INTERVALS, **(intervals or {})}
     constant = constant_layers(Xs), constant_layers(Ys)
@@ -230,10 +306,18 @@ def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict],
     statistics = {"chance": chance, "intervals": intervals,
                   "indices": half_samples(Xs.shape[1], most, int(intervals["seed"]))}
     rows = torch.as_tensor(statistics["indices"], device=device)
-    statistics["sides"] = tuple(
-        prepared.Sides(kept_layers(stack, np.flatnonzero(~mask)), rows,
-                       {} if stored_sides is None else stored_sides(side, np.flatnonzero(~mask), statistics["indices"]))
-        for side, (stack, mask) in enumerate(zip((Xs, Ys), constant)))
+    sides = []
+    for side, (stack, mask) in enumerate(zip((Xs, Ys), constant)):
+        key = (names[side], statistics["indices"].shape, int(intervals["seed"]), str(device))
+        if kept_sides is not None and key in kept_sides:  # this model's terms, prepared in an earlier pair
+            sides.append(kept_sides[key])
+            continue
+        sides.append(prepared.Sides(kept_layers(stack, np.flatnonzero(~mask)), rows, {} if stored_sides is None
+                                    else stored_sides(side, np.flatnonzero(~mask), statistics["indices"])))
+        if kept_sides is not None:
+            kept_sides[key] = sides[-1]
+    statistics["sides"] = tuple(sides)
+    statistics["best_match"] = best_matches
     model_a, model_b = names
     table_rows, replicates = [], []
     conditioned = {"key": None}  # the stacks and sides of the last conditioning used (measures list them in turn)

@@ -44,10 +44,21 @@ def measures() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def aliases() -> pd.DataFrame:
+    """The names reprsim accepts for its measures besides the registry's, one row each: the name as typed ("{k}"
+    stands for a parameter given in the name), the registry measure and the parameters the name fixes, whose name it
+    is (the shipped configurations, similarity-repository, platonic-rep, anatome, netrep, ReSi) and, in `note`,
+    where that library's own code computes something else under it. Parameter names of the peers (topk for k, ...)
+    are the rows marked "(parameter)"."""
+    from reprsim.measure_aliases import table
+
+    return pd.DataFrame(table())
+
+
 def _measure_specs(chosen) -> dict[str, dict]:
     """`measures` as the configuration's section: label -> {measure, params, null_permutations, resamples}."""
     from reprsim.config import measures_errors
-    from reprsim.measure_registry import MEASURES
+    from reprsim.measure_aliases import resolve_section
 
     if chosen is None:
         chosen = ["cka"]
@@ -63,12 +74,9 @@ def _measure_specs(chosen) -> dict[str, dict]:
                          f"got {type(chosen).__name__}")
     if not specs:
         raise InputError("measures is empty; reprsim.measures() lists the measures")
-    for label, spec in specs.items():
-        name = spec.get("measure")
-        if name not in MEASURES:
-            close = difflib.get_close_matches(str(name), sorted(MEASURES), n=3)
-            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-            raise InputError(f"measures[{label!r}]: unknown measure {name!r}{hint}; reprsim.measures() lists them")
+    problems = resolve_section(specs)  # the names researchers type (linear_cka, lincka, mutual_knn-topk=10, ...)
+    if problems:
+        raise InputError("invalid measures:\n" + "\n".join(f"  - {p}" for p in problems))
     problems = measures_errors(specs)
     if problems:
         raise InputError("invalid measures:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -136,7 +144,8 @@ def _matched_rows(X: np.ndarray, Y: np.ndarray, row_ids) -> tuple[np.ndarray, np
 
 def compare(X, Y, measures=None, *, permutations: int = 100, resamples: int = 100, confidence: float = 0.95,
             seed: int = 0, device: str = "cpu", max_memory_gb: float | None = None,
-            names: tuple[str, str] = ("X", "Y"), row_ids=None, replicates: bool = False, progress: bool = False):
+            names: tuple[str, str] = ("X", "Y"), row_ids=None, replicates: bool = False, progress: bool = False,
+            best_matches: bool = True):
     """Every measure between X and Y for all their layer pairs, each value with its chance level, p, interval and n.
 
     X and Y are matrices (rows, dims) or layer stacks (layers, rows, dims; or a list of matrices), numpy or torch;
@@ -152,19 +161,40 @@ def compare(X, Y, measures=None, *, permutations: int = 100, resamples: int = 10
     null_std, null_p, ci_low, ci_high, n_resamples, beyond_chance, warning, meta (JSON), n; and dataset,
     representation and split, which arrays leave None. With ``replicates`` also the long table of the
     half-sample replicates. ``progress`` prints each measure's time.
-    """
-    from reprsim.io.device import resolve_device
-    from reprsim.pair_engine import compare_stacks
 
+    Each row also says whether its layer_b is the best match of its layer_a (``is_best``; the largest similarity or
+    smallest distance over Y's layers) and, on every row of a layer_a, ``selection_p``: that best match's p against
+    the null of the best over Y's layers, which accounts for the choice (reprsim.best_match). ``split_best`` marks
+    the layer chosen on a seeded half of the rows, and ``split_value``, ``split_low``, ``split_high`` its value and
+    interval on the other half. ``best_matches=False`` leaves them empty (and saves the split's computation);
+    :func:`best_match` gives one row per layer.
+    """
     specs = _measure_specs(measures)
+    _check_draws(permutations, resamples, confidence)
+    if len(names) != 2 or not all(isinstance(name, str) for name in names):
+        raise InputError(f"names must be two strings (model_a, model_b); got {names!r}")
+    Xs, Ys, moved = _matched_rows(_stack(X, "X"), _stack(Y, "Y"), row_ids)
+    table, long = _compare_stacks(Xs, Ys, specs, names, permutations, resamples, confidence, seed, device,
+                                  max_memory_gb, progress, best_matches, None)
+    table.attrs["rows_reordered"] = moved
+    return (table, long) if replicates else table
+
+
+def _check_draws(permutations, resamples, confidence) -> None:
     for argument, value, least in (("permutations", permutations, 1), ("resamples", resamples, 2)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
             raise InputError(f"{argument} must be an integer ≥ {least}; got {value!r}")
     if not 0 < confidence < 1:
         raise InputError(f"confidence must be in (0, 1); got {confidence!r}")
-    if len(names) != 2 or not all(isinstance(name, str) for name in names):
-        raise InputError(f"names must be two strings (model_a, model_b); got {names!r}")
-    Xs, Ys, moved = _matched_rows(_stack(X, "X"), _stack(Y, "Y"), row_ids)
+
+
+def _compare_stacks(Xs, Ys, specs, names, permutations, resamples, confidence, seed, device, max_memory_gb,
+                    progress, best_matches, kept_sides):
+    """The pair engine on two checked stacks: the pair table and the replicates' long table, with compare's
+    columns."""
+    from reprsim.io.device import resolve_device
+    from reprsim.pair_engine import compare_stacks
+
     try:
         target = resolve_device(device) if isinstance(device, str) else device
     except ValueError as error:
@@ -174,10 +204,113 @@ def compare(X, Y, measures=None, *, permutations: int = 100, resamples: int = 10
         table, long = compare_stacks(
             Xs, Ys, names=tuple(names), measures=specs, chance={"permutations": int(permutations), "seed": int(seed)},
             intervals={"resamples": int(resamples), "confidence": float(confidence), "seed": int(seed)},
-            device=target, max_memory_gb=max_memory_gb)
+            device=target, max_memory_gb=max_memory_gb, kept_sides=kept_sides, best_matches=best_matches)
     for position, column in ((0, "dataset"), (1, "representation")):
         table.insert(position, column, None)
         long.insert(position, column, None)
-    table.insert(len(table.columns) - 1, "split", None)
-    table.attrs["rows_reordered"] = moved
-    return (table, long) if replicates else table
+    table.insert(table.columns.get_loc("n"), "split", None)
+    return table, long
+
+
+def compare_many(models: Mapping, measures=None, *, pairs=None, permutations: int = 100, resamples: int = 100,
+                 confidence: float = 0.95, seed: int = 0, device: str = "cpu", max_memory_gb: float | None = None,
+                 terms_memory_gb: float = 4.0, best_matches: bool = True, replicates: bool = False,
+                 progress: bool = False):
+    """:func:`compare` for many models: one tidy pair table for every pair of `models` (a mapping name -> matrix
+    or layer stack, as compare's X; every model on the same rows in the same order).
+
+    ``pairs`` lists the (name, name) pairs to compare; None = every pair of distinct models once, in the mapping's
+    order (model_a before model_b). Each model's terms (its Gram matrices, principal bases, neighbour lists:
+    reprsim.metrics.prepared) are prepared once and kept for its other pairs while they fit in
+    ``terms_memory_gb`` (the least recently used model's are dropped first, and prepared again if needed:
+    the numbers do not change); ``max_memory_gb`` bounds one pair's n × n working memory as in compare. Every pair
+    draws the same permutations and half-samples (same n, same seed), so replicate r of every pair rests on the
+    same rows, as in the workflow. The other arguments are compare's (``replicates``: also the long table of every
+    pair's half-sample replicates); ``progress`` prints each pair's time."""
+    import time
+
+    if not isinstance(models, Mapping) or len(models) < 2:
+        raise InputError("models must be a mapping name -> matrix or layer stack with at least two models; got "
+                         f"{type(models).__name__}" + (f" of {len(models)}" if isinstance(models, Mapping) else ""))
+    specs = _measure_specs(measures)
+    _check_draws(permutations, resamples, confidence)
+    if not terms_memory_gb > 0:
+        raise InputError(f"terms_memory_gb must be positive; got {terms_memory_gb!r}")
+    stacks = {}
+    for name, value in models.items():
+        if not isinstance(name, str):
+            raise InputError(f"model names must be strings; got {name!r}")
+        stacks[name] = _stack(value, f"models[{name!r}]")
+    rows = {name: stack.shape[1] for name, stack in stacks.items()}
+    if len(set(rows.values())) > 1:
+        listed = ", ".join(f"{name}: {n}" for name, n in rows.items())
+        raise InputError(f"the models hold different numbers of rows ({listed}): every model must be run on the same "
+                         "inputs in the same order")
+    names = list(stacks)
+    if pairs is None:
+        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    pairs = [tuple(pair) for pair in pairs]
+    for pair in pairs:
+        unknown = [name for name in pair if name not in stacks]
+        if len(pair) != 2 or unknown:
+            close = difflib.get_close_matches(str(unknown[0]), names, n=2) if unknown else []
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            raise InputError(f"pairs: {pair!r} is not two of the models' names{hint}; models: {', '.join(names)}")
+    kept: dict = {}
+    tables, longs = [], []
+    started = time.perf_counter()
+    for count, (a, b) in enumerate(pairs, 1):
+        table, long = _compare_stacks(stacks[a], stacks[b], specs, (a, b), permutations, resamples, confidence, seed,
+                                      device, max_memory_gb, False, best_matches, kept)
+        tables.append(table)
+        longs.append(long)
+        _bound(kept, {a, b}, terms_memory_gb * 1024**3)
+        if progress:
+            print(f"pair {count}/{len(pairs)}: {a} vs {b} done, {time.perf_counter() - started:.1f} s", flush=True)
+    out = pd.concat(tables, ignore_index=True)
+    out.attrs["pairs"] = pairs
+    return (out, pd.concat(longs, ignore_index=True)) if replicates else out
+
+
+def _nbytes(value, seen: set | None = None) -> int:
+    """Bytes of the tensors and arrays in a prepared side (nested dicts and lists; each object counted once, so
+    tensors shared between entries and containers that refer back are not counted twice)."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if hasattr(value, "element_size") and hasattr(value, "nelement"):
+        return int(value.element_size() * value.nelement())
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, dict):
+        return sum(_nbytes(item, seen) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(item, seen) for item in value)
+    return 0
+
+
+def _bound(kept: dict, current: set, limit: float) -> None:
+    """Drop the least recently used models' sides (`kept`, insertion-ordered: re-inserted on use) until the rest
+    fit in `limit` bytes; the current pair's are dropped last."""
+    for key in [key for key in kept if key[0] in current]:
+        kept[key] = kept.pop(key)  # most recently used: last
+    sizes = {key: _nbytes([side.stack, side.prepared, side.cache]) for key, side in kept.items()}
+    while kept and sum(sizes[key] for key in kept) > limit:
+        sizes.pop(oldest := next(iter(kept)))
+        kept.pop(oldest)
+
+
+def best_matches(table: pd.DataFrame) -> pd.DataFrame:
+    """For each layer of model_a, the layer of model_b that matches it best, from a pair table of :func:`compare`
+    or :func:`compare_many` (one row per model pair, measure, direction and layer_a): ``best_b`` on all rows, its
+    ``value`` and own ``null_p``, and ``selection_p``, its p against the null of the best over model_b's layers
+    (the choice accounted for: read this one); ``split_b``, the layer chosen on a seeded half of the rows, with
+    ``split_value`` and its interval [``split_low``, ``split_high``] on the other half (rows the choice did not
+    see); ``agrees``: the two choices are the same layer; ``n_select``, ``n_estimate``: the halves' rows."""
+    from reprsim.best_match import table as best_table
+
+    try:
+        return best_table(table)
+    except ValueError as error:
+        raise InputError(str(error)) from error

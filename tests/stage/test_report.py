@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from reprsim import drawing  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 from reprsim.stages.report.html import PAGES, ReportInputs, build_report, caption, paragraphs  # noqa: E402
 
@@ -109,6 +110,21 @@ FINDINGS = [
 ]
 
 
+def _pair_rows(pairs) -> list[dict]:
+    """Pair-job rows as the engine writes them (linear CKA on three-layer stacks of 40 rows): model_a's layers are
+    model_b's rotated with noise, so each layer's best match is its own; the best-match columns included."""
+    import reprsim
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for a, b in pairs:
+        X = rng.normal(size=(3, 40, 6))
+        Y = np.stack([layer @ np.linalg.qr(rng.normal(size=(6, 6)))[0] + 0.3 * rng.normal(size=(40, 6)) for layer in X])
+        table = reprsim.compare(X, Y, {"linear_cka": "cka"}, permutations=19, resamples=10, names=(a, b))
+        rows += table.assign(dataset="tiny", representation="mean", split="test").to_dict("records")
+    return rows
+
+
 @pytest.fixture
 def inputs(tmp_path) -> dict:
     """Named inputs as the report rule passes them; no stores and no localization (those stay out)."""
@@ -137,6 +153,7 @@ def inputs(tmp_path) -> dict:
         "stores": [],
         "findings": [_parquet(r / "tables" / "findings.parquet", FINDINGS)],
         "pair_summary": _parquet(r / "tables" / "pair_summary.parquet", _summary_rows()),
+        "pairs": [_parquet(r / "tables" / "pairs.parquet", _pair_rows(shown))],
         "model_summary_figures": [_png(r / "figures" / "summary" / "model_summary" / "mean" / "tiny.png")],
         "heatmaps": [_png(r / "figures" / "pairs" / "mean" / "tiny" / f"{a}__{b}.png") for a, b in shown],
         "model_distances": [_parquet(r / "tables" / "model_distances.parquet", [
@@ -385,6 +402,20 @@ def test_detail_pages_hold_the_rest(tmp_path, inputs):
         assert "{{" not in page and "{%" not in page and "linear_map" not in page, name
 
 
+def test_each_pair_shows_its_layers_best_matches_corrected_for_the_choice(tmp_path, inputs):
+    page = _report(tmp_path, inputs)["pairs"]
+    assert page.count("Best match of each layer of") == 2 and "<h3 id='best-match'>Reading the best matches" in page
+    section = page.split("Best match of each layer of tiny-bert in tiny-ft-s1")[1]
+    header, *rows = _first_table(section)
+    assert {"best layer of B", "p (that cell)", "p (best of B's layers)", "chosen on half the rows",
+            "rows (choose / estimate)"} <= set(header) and len(rows) == 3
+    assert [row[header.index("best layer of B")] for row in rows] == ["0", "1", "2"]
+    assert all(row[header.index("rows (choose / estimate)")] == "20 / 20" for row in rows)
+    # the best of three layers against the null of the best: never below its cell's own p
+    assert all(float(row[header.index("p (best of B's layers)")]) >= float(row[header.index("p (that cell)")])
+               for row in rows)
+
+
 def test_captions_come_from_the_rst_files(tmp_path, inputs):
     everything = html.unescape("".join(_report(tmp_path, inputs).values()))
     # no localization input; no universality study (its captions: test_report_universality.py)
@@ -454,11 +485,11 @@ def test_chance_marks_follow_the_interval_or_the_permutation_p():
 
 def test_model_summary_cells_and_figure(tmp_path):
     summary = pd.DataFrame(_summary_rows())
-    cells = figures._summary_cells(summary[summary["measure"] == "neuronsim"], MODELS)
+    cells = drawing.summary_cells(summary[summary["measure"] == "neuronsim"], MODELS)
     # asymmetric: cell (row x, column y) is the direction with x's layer as X; the diagonal stays empty
     assert cells["value"].loc["tiny-bert", "tiny-ft-s1"] == 0.6 and cells["value"].loc["tiny-ft-s1", "tiny-bert"] == 0.4
     assert np.isnan(cells["value"].loc["tiny-bert", "tiny-bert"])
-    cka = figures._summary_cells(summary[summary["measure"] == "linear_cka"], MODELS)
+    cka = drawing.summary_cells(summary[summary["measure"] == "linear_cka"], MODELS)
     assert cka["marked"].loc["tiny-bert", "tiny-ft-s2"] and cka["marked"].loc["tiny-ft-s2", "tiny-bert"]
     assert not cka["marked"].loc["tiny-ft-s1", "tiny-ft-s2"]
     assert figures._pack({"CKA": ["a", "b", "c"], "CCA family": ["d", "e"], "neuron-level": ["f"],
@@ -474,7 +505,7 @@ def test_heatmap_panels_hatch_the_cells_not_beyond_chance(tmp_path):
                           "measure": "linear_cka", "null_mean": 0.1, "beyond_chance": i + j > 1}
                          for i in range(3) for j in range(3)])
     fig, ax = plt.subplots()
-    figures._heatmap_panel(ax, rows, "linear CKA", "a", "b", "cka")
+    drawing.heatmap_panel(ax, rows, "linear CKA", "a", "b", "cka")
     hatched = [p for p in ax.patches if p.get_hatch()]
     assert len(hatched) == 3 and "chance 0.10" in ax.get_title()
     plt.close(fig)
@@ -503,7 +534,7 @@ def test_an_undefined_panel_says_why():
     rows = rows[rows["measure"] == "linear_cka"].assign(mean_over_matching_layers=np.nan, ci_low=np.nan,
                                                         ci_high=np.nan, warning="n − 1 < k_x + k_y: undefined")
     fig, ax = plt.subplots()
-    figures._summary_panel(ax, fig, rows, MODELS, "CKA · linear CKA")
+    drawing.summary_panel(ax, fig, rows, MODELS, "CKA · linear CKA")
     texts = [t.get_text() for t in ax.texts]
     assert texts.count("n/a") == 6 and any("k_x + k_y" in t for t in texts)
     plt.close(fig)

@@ -20,6 +20,7 @@ SHORTCUTS = [
     ("cka", {}), ("cka", {"estimator": "unbiased"}), ("cka", {"kernel": "rbf", "threshold": 0.8}),
     ("cca", {}), ("svcca", {"threshold": 0.9}), ("pwcca", {"pca_dims": 3}), ("pwcca", {"direction": "x"}),
     ("mutual_knn", {"k": 4}), ("rsa", {}), ("rsa", {"rdm": "euclidean"}), ("rsa", {"outer": "pearson", "rdm": "cosine"}),
+    ("cknna", {"k": 4}),
 ]
 
 
@@ -43,8 +44,8 @@ def test_null_shortcuts_equal_recomputing_on_permuted_rows(layers_pair, name, pa
     np.testing.assert_allclose(draws, recomputed, atol=1e-10)
 
 
-@pytest.mark.parametrize("name, params", [s for s in SHORTCUTS if s[0] not in ("svcca", "rsa") and "rbf" not in str(s[1])
-                                          and "pca_dims" not in s[1]])
+@pytest.mark.parametrize("name, params", [s for s in SHORTCUTS if s[0] not in ("svcca", "rsa", "cknna")
+                                          and "rbf" not in str(s[1]) and "pca_dims" not in s[1]])
 def test_replicate_shortcuts_equal_recomputing_on_the_subsample(layers_pair, name, params):
     """Exact where the route changes nothing (no PCA chosen on all rows, no RBF bandwidth)."""
     Xs, Ys = layers_pair
@@ -57,7 +58,7 @@ def test_replicate_shortcuts_equal_recomputing_on_the_subsample(layers_pair, nam
 
 
 @pytest.mark.parametrize("name, params", [("pwcca", {}), ("pwcca", {"direction": "x"}), ("pwcca", {"direction": "y"}),
-                                          ("neuronsim", {})])
+                                          ("neuronsim", {}), ("cknna", {"k": 4})])
 def test_both_directions_from_one_computation_equal_each_direction_alone(layers_pair, name, params):
     Xs, Ys = layers_pair
     both = directed_layers(name, Xs, Ys, **params).values
@@ -66,7 +67,8 @@ def test_both_directions_from_one_computation_equal_each_direction_alone(layers_
 
 
 CHANCE = [("cka", {}), ("cka", {"estimator": "unbiased"}), ("svcca", {"pca_dims": 4}), ("pwcca", {"pca_dims": 4}),
-          ("neuronsim", {}), ("mutual_knn", {"k": 5}), ("procrustes", {}), ("mixedsim", {"pca_dims": 4})]
+          ("neuronsim", {}), ("mutual_knn", {"k": 5}), ("procrustes", {}), ("mixedsim", {"pca_dims": 4}),
+          ("cknna", {"k": 5})]
 
 
 @pytest.mark.parametrize("name, params", CHANCE)

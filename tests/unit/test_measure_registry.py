@@ -22,7 +22,7 @@ from reprsim.measure_registry import INVARIANCES, MEASURES
 
 # small-n settings: k below the half of 60 rows; minibatch CKA in batches of 20
 PARAMS = {"cka_minibatch": {"batch_size": 20}, "mutual_knn": {"k": 5}, "jaccard_knn": {"k": 5},
-          "second_order_cosine": {"k": 5}, "rank_similarity": {"k": 5}}
+          "second_order_cosine": {"k": 5}, "rank_similarity": {"k": 5}, "cknna": {"k": 5}}
 NAMES = sorted(MEASURES)
 TOLERANCE = 1e-7
 

@@ -7,7 +7,7 @@ import torch
 import rounding
 from reprsim.metrics import MEASURES, compute, compute_layers, null
 
-PARAMS = {"cka_minibatch": {"batch_size": 20}, "mutual_knn": {"k": 5}}
+PARAMS = {"cka_minibatch": {"batch_size": 20}, "mutual_knn": {"k": 5}, "cknna": {"k": 5}}
 
 
 @pytest.fixture()

@@ -18,6 +18,7 @@ from reprsim import measure_registry as registry
 from reprsim.metrics import (  # noqa: F401
     alignment,
     cka,
+    cknna,
     knn,
     neighbourhood,
     neuron,
@@ -54,6 +55,7 @@ class DirectedResult:
     values: np.ndarray
     metas: list[dict]
     statistics: dict = field(default_factory=dict)
+    draws: np.ndarray | None = None  # the null draws (P, D, L1, L2) where they were drawn (reprsim.best_match)
 
 
 def _cca_directed(kind: str) -> Callable:
@@ -89,7 +91,8 @@ MEASURES: dict[str, tuple[Callable, str, bool]] = {
     name: (spec.load(), spec.kind, spec.symmetric) for name, spec in registry.MEASURES.items()}
 
 # asymmetric measures whose two directions come from one computation: -> ((2, L1, L2), meta)
-BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuronsim": neuronsim_both_layers}
+BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": _cca_directed("pwcca"), "neuronsim": neuronsim_both_layers,
+                                        "cknna": cknna.cknna_both_layers}
 
 
 # parameters each measure accepts (checked before any computation, so a typo is named); a config's
@@ -242,7 +245,7 @@ def directed_null(name: str, Xs, Ys, n_permutations: int = 100, seed: int = 0, *
     statistics, source = null_statistics(name, params, observed.values, draws, Xs_t.shape[1])
     metas = [{**meta, "n_permutations": n_permutations, "seed": seed, "null_route": route, "null_mean_from": source}
              for meta in observed.metas]
-    return DirectedResult(observed.values, metas, statistics)
+    return DirectedResult(observed.values, metas, statistics, draws)
 
 
 def null_statistics(name: str, params: dict, values: np.ndarray, draws: np.ndarray, n: int) -> tuple[dict, str]:

@@ -11,7 +11,7 @@ from reprsim.measure_registry import FAMILIES, INVARIANCES, LEFT_OUT, MEASURES, 
 
 def _number(value: float) -> str:
     if math.isinf(value):
-        return "∞"
+        return "∞" if value > 0 else "−∞"
     if abs(value - math.pi / 2) < 1e-12:
         return "π/2"
     return f"{value:g}"
@@ -60,6 +60,25 @@ def text_table() -> str:
     return "\n".join(lines) + "\n\n" + legend
 
 
+def _aliases_section() -> list[str]:
+    """The alias table (reprsim.measure_aliases) as the reference's section "Names from other libraries"."""
+    from reprsim.measure_aliases import table
+
+    def params(value: dict) -> str:
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "–"
+
+    out = ["## Names from other libraries", "",
+           "`reprsim.compare` and the configuration's `measures:` section accept these names as well as the registry's "
+           "(`reprsim.aliases()` gives the same table). A name means the measure at the parameters it fixes; "
+           "`{k}` in a name is a parameter given in it (`mutual_knn-topk=5`). similarity-repository's IDs are also "
+           "accepted with their `measure/<repository>/` prefix, and names regardless of case. A *note* says where "
+           "that library's own code computes another number under the name.", "",
+           "| name | measure | params | whose | note |", "|---|---|---|---|---|"]
+    out += [f"| `{row['name']}` | `{row['measure']}` | {params(row['params'])} | {row['source']} | "
+            f"{row['note'] or '–'} |".replace("|  |", "| – |") for row in table()]
+    return out + [""]
+
+
 def markdown() -> str:
     """docs/measures.md, the guide's measures reference (links are relative to docs/)."""
     costs = measured_costs()
@@ -103,6 +122,7 @@ def markdown() -> str:
                 f"measured by `benchmarks/measure_costs.py` ({costs.get('machine', 'this machine')}). "
                 "[What the measures cost](analyses/similarity.md#what-the-measures-cost) extrapolates them to the "
                 "MultiBERTs study's shape.", ""]
+    out += _aliases_section()
     out += ["## Left out", ""]
     out += [f"- **{name}**: {why}." for name, why in LEFT_OUT.items()]
     return "\n".join(out) + "\n"

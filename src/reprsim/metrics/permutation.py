@@ -8,9 +8,10 @@ checks it) at a fraction of the cost:
   median included), so each Gram is built once and a draw costs O(L n²).
 - permuted-bases (cca, svcca, pwcca): centring, PCA and the orthonormal basis commute with a
   row permutation, so each side is prepared once and a draw is one small SVD per layer pair.
-- permuted-neighbours (mutual_knn): Y's neighbour sets are permuted, not searched again. Its
+- permuted-neighbours (mutual_knn, cknna): Y's neighbour sets are permuted, not searched again. mutual_knn's
   null mean has an exact value, k / (n − 1) (a random k-subset of the n − 1 other rows).
-  The neighbour sets are index lists (L, n, k), so a draw holds no n×n matrix.
+  The neighbour sets are index lists (L, n, k), so a draw holds no n×n matrix. cknna's lists carry their
+  cosines, mutual flags and self terms along (reprsim.metrics.cknna.null_draws): a draw relabels and sorts them.
 - permuted-triangles (rsa): permuting rows permutes the RDM's entries, whose values (hence ranks) stay, so each
   layer's triangle is ranked once and a draw re-indexes Y's (reprsim.metrics.rsm.rsa_null_draws): no sort per draw.
 - unchanged (the statistics measures: magnitude, concentricity, uniformity differences): they compare a summary of
@@ -26,11 +27,12 @@ import numpy as np
 import torch
 
 from reprsim import measure_registry as registry
-from reprsim.metrics import prepared, rsm
+from reprsim.metrics import cknna, prepared, rsm
 from reprsim.metrics.cka import grams_fit
 
 ROUTES = {"cka": "gram-permutation", "cca": "permuted-bases", "svcca": "permuted-bases",
-          "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours", "rsa": "permuted-triangles"}
+          "pwcca": "permuted-bases", "mutual_knn": "permuted-neighbours", "cknna": "permuted-neighbours",
+          "rsa": "permuted-triangles"}
 
 
 def route(name: str, Xs: torch.Tensor, Ys: torch.Tensor) -> str:
@@ -60,6 +62,8 @@ def null_draws(name: str, Xs: torch.Tensor, Ys: torch.Tensor, perms: list[torch.
         return np.stack([evaluate(Xs, Ys[:, p])[0] for p in perms]), way
     if way == "permuted-triangles":
         return rsm.rsa_null_draws(Xs, Ys, perms, **params)[:, None].cpu().numpy(), way
+    if name == "cknna":
+        return cknna.null_draws(Xs, Ys, perms, **params), way
     key = prepared.family(name, params)
     sides = [prepared.prepare(Zs, key) for Zs in (Xs, Ys)]
     return prepared.paired(name, params, key, *sides, Xs.shape[1], permutations=perms).null, way

@@ -91,7 +91,7 @@ def _pair_stores(facts, w):
     return facts.store(w["dataset"], w["model_a"]), facts.store(w["dataset"], w["model_b"])
 
 
-GRAM_MEASURES = ("mutual_knn",)  # measures on n x n matrices whatever their params; CKA: rbf kernel, unbiased
+GRAM_MEASURES = ("mutual_knn", "cknna")  # measures on n x n matrices whatever their params; CKA: rbf kernel, unbiased
 
 
 def gram_budget_gb(config) -> float:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from reprsim import best_match
 from reprsim.io.logs import progress
 from reprsim.io.store import open_store, split_examples
 from reprsim.metrics.cka import MinibatchHSIC
@@ -166,6 +167,35 @@ def _cka(cross: torch.Tensor, self_x: torch.Tensor, self_y: torch.Tensor) -> np.
     return torch.where(denominator > 0, cross / denominator, torch.full_like(cross, float("nan"))).cpu().numpy()
 
 
+def _best_matches(value: np.ndarray, draws: np.ndarray | None, accumulator, batches: int, intervals: dict) -> dict:
+    """Each layer of A's best match in B, as the pair tables give it (reprsim.best_match): the p of the best against
+    the shifted pairings' best (each shift pairs every layer pair alike), and the layer chosen on half the batches,
+    its value and interval on the other half (half-samples of those batches; 8 batches at least)."""
+    out = {column: np.zeros(value.shape, dtype=bool) if column in ("is_best", "split_best") else
+           np.full(value.shape, np.nan) for column in best_match.COLUMNS}
+    index, _ = best_match.best_of(value, "similarity")
+    if draws is not None:
+        _, p = best_match.selection_p(value[None], draws[:, None], "similarity")
+        out["selection_p"][:] = p[0][:, None]
+    for i, j in enumerate(index):
+        if j >= 0:
+            out["is_best"][i, j] = True
+    if batches < 8:
+        return out
+    select, estimate = best_match.split_rows(batches, int(intervals["seed"]))
+    chosen, _ = best_match.best_of(accumulator.cka(select).cpu().numpy(), "similarity")
+    values = accumulator.cka(estimate).cpu().numpy()
+    indices = half_samples(len(estimate), int(intervals["resamples"]), int(intervals["seed"]))
+    replicates = np.stack([accumulator.cka(estimate[rows]).cpu().numpy() for rows in indices])
+    low, high = interval(values, replicates, len(estimate), indices.shape[1], float(intervals["confidence"]))
+    for i, j in enumerate(chosen):
+        if j >= 0:
+            out["split_best"][i, j] = True
+            out["split_value"][i, j], out["split_low"][i, j], out["split_high"][i, j] = (
+                values[i, j], low[i, j], high[i, j])
+    return out
+
+
 def token_cka_table(
     store_a_path: str | Path, store_b_path: str | Path, *, split: str | None, batch_size: int = 512,
     kernel: str = "linear", max_tokens: int | None = None, shifts: int = 5, intervals: dict | None = None,
@@ -209,6 +239,8 @@ def token_cka_table(
         per_resample = None
         notes.append(f"{batches} batches: half-samples need at least 4, no interval")
 
+    best = _best_matches(value, draws if moves else None, accumulator, batches, intervals)
+
     described = {"method": INTERVAL, "resamples": resamples, "batches_per_resample": per_resample,
                  "confidence": float(intervals["confidence"]), "seed": int(intervals["seed"])}
     meta = {**{k: v for k, v in used.items() if k not in ("kernel", "batch_size")}, "null": NULL,
@@ -226,6 +258,7 @@ def token_cka_table(
             "ci_high": float(high[i, j]), "n_resamples": resamples,
             "beyond_chance": bool(beyond_chance("similarity", low[i, j], high[i, j], null_mean[i, j])),
             "warning": "; ".join(warning), "meta": json.dumps(meta, sort_keys=True, default=str),
+            **{column: best[column][i, j] for column in best_match.COLUMNS},
         })
     table = pd.DataFrame(rows).assign(split=split, n=used["n_tokens"])
     for position, (column, value_) in enumerate((

@@ -60,6 +60,7 @@ from reprsim.io.outputs import atomic_directory
 from reprsim.io.provenance import versions
 from reprsim.io.store import ACTIVATION_ARRAY, CHECKSUMS, COMPRESSORS, array_checksums
 from reprsim.nets.loading import load_encoder, load_tokenizer, n_layers
+from reprsim.pooling import POOLINGS, pool
 from reprsim.stages.extract.batching import (
     batch_inputs,
     padding_summary,
@@ -69,7 +70,6 @@ from reprsim.stages.extract.batching import (
 from reprsim.stages.extract.writer import BackgroundWriter
 from reprsim.words import aggregate_attention, aggregate_hidden, token_words
 
-POOLINGS = ("mean", "cls", "last")
 STORAGE_DTYPES = ("float16", "float32")
 
 
@@ -162,23 +162,6 @@ def truncated_per_split(tokenizer, examples: pd.DataFrame, splits: list[str], ma
     full = tokenizer(texts, pairs, truncation=False, verbose=False)["input_ids"]  # verbose: no over-length warning
     cut = np.array([len(row) > max_length for row in full])
     return {split: int(cut[examples["split"].to_numpy() == code].sum()) for code, split in enumerate(splits)}
-
-
-def pool(hidden, mask: torch.Tensor, names=POOLINGS) -> dict[str, torch.Tensor]:
-    """Pooled views (layers, batch, d), float32, of hidden states under attention mask (batch, tokens),
-    right-padded: `hidden` is one (batch, tokens, d) tensor per layer (model output's hidden_states), or
-    them stacked. Per layer, without stacking the layers: the mean is one batched matrix product."""
-    lengths = mask.sum(dim=1)
-    views = {}
-    if "mean" in names:
-        weights = (mask.to(torch.float32) / lengths.to(torch.float32)[:, None])[:, None, :]  # (batch, 1, tokens)
-        views["mean"] = torch.stack([torch.bmm(weights, h.float())[:, 0] for h in hidden])
-    if "cls" in names:
-        views["cls"] = torch.stack([h[:, 0].float() for h in hidden])
-    if "last" in names:
-        batch = torch.arange(mask.shape[0], device=mask.device)
-        views["last"] = torch.stack([h[batch, lengths - 1].float() for h in hidden])
-    return views
 
 
 def extract_activations(

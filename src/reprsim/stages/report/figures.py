@@ -4,7 +4,8 @@ Every figure is `FIGURES[name](tables, out_path, **options)`: `tables` maps the 
 rule's inputs to the tidy tables they hold, and the figure only draws them (what a figure
 shows is computed by the stage that wrote the table). Every figure states what it shows in
 its title and axis labels, so it reads without a legend hunt. Similarity heatmaps share one
-colour scale (0 to 1).
+colour scale (0 to 1). The layer × layer heatmaps and the model × model summary draw their panels with
+reprsim.drawing, the drawing code reprsim.plots shares (a figure drawn from Python reads as the report's).
 """
 
 from __future__ import annotations
@@ -19,31 +20,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from reprsim import drawing
+# chance_text and not_beyond_chance stay reachable here, where the report's tests and readers found them
+from reprsim.drawing import (CHANCE_HATCH, CHANCE_NOTE, FAMILIES, FAMILY_ORDER, MEASURE_LABELS, chance_text,  # noqa: F401
+                             not_beyond_chance)
+from reprsim.drawing import cell_text as _cell_text
+from reprsim.drawing import colours as _colours
+from reprsim.drawing import hatch as _hatch
+from reprsim.drawing import text_colour as _text_colour
+from reprsim.drawing import two as _two
 from reprsim.io.outputs import atomic_file
 from reprsim.layers import matching_layer
-from reprsim.measure_registry import DISPLAY_NAMES
-from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
 from reprsim.measure_registry import MEASURES as REGISTRY
 from reprsim.senses import SENSES
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
 
 Tables = dict[str, pd.DataFrame]
-
-MEASURE_LABELS = {**DISPLAY_NAMES, "procrustes": "Procrustes distance", "attn_pearson": "attnsim, Pearson", "attn_js": "attnsim, Jensen–Shannon",
-                  "attn_frobenius": "attnsim, Frobenius", "attn_cka": "distributed attention, CKA"}
-# Distances of attention maps (reprsim.attention): JS lies in [0, ln 2]; Frobenius has no fixed top. The measures'
-# fixed ranges come from their registry entries; a distance without a fixed top runs from 0 to the panel's largest.
-DISTANCE_RANGES = {"js": (0.0, float(np.log(2))),
-                   **{name: spec.range for name, spec in REGISTRY.items()
-                      if spec.kind == "distance" and np.isfinite(spec.range[1])}}
-SIMILARITY_RANGE = (0.0, 1.0)
-# Measure (reprsim.metrics name) -> family, in the order the summary figure shows them (the registry's).
-FAMILIES = {name: spec.family for name, spec in REGISTRY.items()}
-FAMILY_ORDER = [*REGISTRY_FAMILIES, "other"]
-# Cells whose interval does not exclude chance: grey hatching, thin enough to read the value through.
-CHANCE_HATCH = {"hatch": "////", "edgecolor": (0.62, 0.62, 0.62), "fill": False, "lw": 0}
-CHANCE_NOTE = "hatched: interval does not exclude chance"
 
 
 def _save(fig, out_path: str | Path) -> None:
@@ -71,105 +64,6 @@ def _layout_below_title(fig, lines: int) -> None:
     fig.tight_layout(rect=(0, 0, 1, 1 - (0.3 + 0.22 * lines) / fig.get_figheight()))
 
 
-def _colour_range(kind: str, measure: str, values: pd.Series | None = None) -> tuple[float, float]:
-    """One fixed scale per measure, so every pair's panel for it reads the same; a distance without
-    a fixed top (Frobenius between attention maps) runs from 0 to the panel's largest value."""
-    if kind == "distance":
-        if measure in DISTANCE_RANGES:
-            return DISTANCE_RANGES[measure]
-        if values is None or not np.isfinite(values).any():
-            return DISTANCE_RANGES["procrustes"]
-        top = float(np.nanmax(values))
-        return 0.0, top if top > 0 else 1.0
-    # signed similarities (RSA, aligned cosine, correlation match) on their whole range; the unbiased CKA
-    # estimators dip below 0 by noise only, so the CKA family keeps [0, 1]
-    spec = REGISTRY.get(measure)
-    if spec is not None and spec.range[0] < 0 and spec.family != "CKA":
-        return spec.range
-    return SIMILARITY_RANGE
-
-
-def not_beyond_chance(rows: pd.DataFrame) -> pd.Series:
-    """Rows whose interval does not exclude chance (beyond_chance False); tables without intervals
-    fall back to a permutation p above 0.05. Rows with no value or no null are not marked."""
-    defined = rows["value"].notna() if "value" in rows else pd.Series(True, index=rows.index)
-    if "beyond_chance" in rows:
-        return defined & rows["beyond_chance"].notna() & ~rows["beyond_chance"].fillna(True).astype(bool)
-    if "null_p" in rows:
-        return defined & (rows["null_p"] > 0.05)
-    return pd.Series(False, index=rows.index)
-
-
-def _two(value: float) -> str:
-    """Two decimals, without the '-0.00' that a tiny negative value would print."""
-    text = f"{value:.2f}"
-    return "0.00" if text == "-0.00" else text
-
-
-def chance_text(null_means: pd.Series) -> str:
-    """The chance level (permutation null mean) of a set of cells: one number, or its range when it varies."""
-    null_means = null_means.dropna() if null_means is not None else pd.Series(dtype=float)
-    if null_means.empty:
-        return "chance: no null"
-    low, high = null_means.min(), null_means.max()
-    return f"chance {_two(null_means.median())}" if high - low < 0.01 else f"chance {_two(low)}–{_two(high)}"
-
-
-def _hatch(ax, cells) -> None:
-    from matplotlib.patches import Rectangle
-
-    for i, j in cells:
-        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **CHANCE_HATCH))
-
-
-def _undefined_note(ax, rows: pd.DataFrame, values: pd.Series) -> None:
-    """When every value of a panel is undefined, say why on it (the table's first warning)."""
-    if values.notna().any() or "warning" not in rows:
-        return
-    warning = next((w for w in rows["warning"] if isinstance(w, str) and w), "")
-    if warning:
-        ax.text(0.5, 0.5, "undefined:\n" + textwrap.fill(warning, 38), transform=ax.transAxes, ha="center",
-                va="center", fontsize=7, bbox={"facecolor": "white", "edgecolor": "0.6", "pad": 3})
-
-
-def _colours(kind: str, measure: str, values: pd.Series | None = None):
-    """Colour map and norm of a measure: one fixed scale per measure, brighter = more alike for both kinds."""
-    from matplotlib.colors import Normalize
-
-    low, high = _colour_range(kind, measure, values)
-    return plt.get_cmap("magma_r" if kind == "distance" else "magma"), Normalize(low, high)
-
-
-def _cell_text(ax, x: float, y: float, text: str, cmap, norm, value: float, marked: bool, fontsize: float) -> None:
-    """A value in its cell; on a hatched cell it sits on a patch of the cell's colour, so the hatching
-    does not cross the digits."""
-    box = {"boxstyle": "square,pad=0.08", "facecolor": cmap(norm(value)), "edgecolor": "none"} if marked else None
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=_text_colour(cmap, norm, value), bbox=box)
-
-
-def _heatmap_panel(ax, rows: pd.DataFrame, title: str, model_a: str, model_b: str, measure: str) -> None:
-    matrix = rows.pivot(index="layer_a", columns="layer_b", values="value").sort_index().sort_index(axis=1)
-    marked_rows = rows[not_beyond_chance(rows)]
-    rows_at, columns_at = {v: i for i, v in enumerate(matrix.index)}, {v: j for j, v in enumerate(matrix.columns)}
-    marked = {(rows_at[a], columns_at[b]) for a, b in zip(marked_rows["layer_a"], marked_rows["layer_b"])}
-    cmap, norm = _colours(rows["kind"].iloc[0], measure, rows["value"])
-    image = ax.imshow(matrix.to_numpy(), origin="lower", cmap=cmap, norm=norm, aspect="auto")
-    _hatch(ax, sorted(marked))
-    if matrix.size <= 400:
-        for (i, j), value in np.ndenumerate(matrix.to_numpy()):
-            if np.isnan(value):  # undefined (a layer whose rows are all one vector): say so, not "nan"
-                ax.text(j, i, "n/a", ha="center", va="center", fontsize=5.5, color="grey")
-                continue
-            _cell_text(ax, j, i, _two(value), cmap, norm, value, (i, j) in marked, 5.5)
-    _undefined_note(ax, rows, rows["value"])
-    ax.set_xticks(range(matrix.shape[1]), matrix.columns, fontsize=7)
-    ax.set_yticks(range(matrix.shape[0]), matrix.index, fontsize=7)
-    ax.set_xlabel(f"layer of {model_b}", fontsize=8)
-    ax.set_ylabel(f"layer of {model_a}", fontsize=8)
-    ax.set_title(f"{title}, {chance_text(rows['null_mean'] if 'null_mean' in rows else None)}", fontsize=8)
-    plt.colorbar(image, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
-
-
 def _measure_order(labels, measures: dict[str, str] | None) -> list[str]:
     """Measure labels by family (FAMILY_ORDER), in config order within a family; unknown labels last."""
     measures = dict(measures or {})
@@ -193,11 +87,9 @@ def pair_heatmaps(tables: Tables, out_path: str | Path, measures: dict[str, str]
     width, height = 1.6 + 0.32 * layers_b, 1.3 + 0.32 * layers_a
     fig, axes = plt.subplots(panel_rows, columns, figsize=(width * columns, height * panel_rows), squeeze=False)
     for ax, ((measure, direction), group) in zip(axes.flat, panels):
-        arrow = {"a->b": f" ({first['model_a']}→{first['model_b']})",
-                 "b->a": f" ({first['model_b']}→{first['model_a']})"}.get(direction, "")
-        kind = "distance, lower = more alike" if group["kind"].iloc[0] == "distance" else "similarity"
-        _heatmap_panel(ax, group, f"{MEASURE_LABELS.get(measure, measure)}{arrow}\n{kind}", first["model_a"],
-                       first["model_b"], (measures or {}).get(measure, measure))
+        title = drawing.heatmap_title(measure, direction, first["model_a"], first["model_b"], group["kind"].iloc[0])
+        drawing.heatmap_panel(ax, group, title, first["model_a"], first["model_b"],
+                              (measures or {}).get(measure, measure))
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
     rows_are = {"word": " words", "attention": " sentences"}.get(first["representation"], "")
@@ -282,12 +174,6 @@ def attention_layers(tables: Tables, out_path: str | Path, dataset: str, confide
     _save(fig, out_path)
 
 
-def _text_colour(cmap, norm, value: float) -> str:
-    """Black on light cells, white on dark ones, whatever the colour map's direction."""
-    red, green, blue, _ = cmap(norm(value))
-    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
-
-
 def _pack(families: dict[str, list[str]], columns: int) -> list[list[str | None]]:
     """Panel rows: a family starts a new row unless it fits in what is left of the current one."""
     rows: list[list[str | None]] = []
@@ -299,53 +185,6 @@ def _pack(families: dict[str, list[str]], columns: int) -> list[list[str | None]
             else:
                 rows.append(list(chunk))
     return [row + [None] * (columns - len(row)) for row in rows]
-
-
-def _summary_cells(rows: pd.DataFrame, models: list[str]) -> dict[str, pd.DataFrame]:
-    """Model × model frames of the summary columns; an asymmetric measure's cell (row x, column y) is
-    the direction in which x's layer is X (pair tables: a->b means model_a's layer is X)."""
-    frames = {column: pd.DataFrame(np.nan, index=models, columns=models, dtype=float)
-              for column in ("value", "ci_low", "ci_high", "null_mean")}
-    frames["marked"] = pd.DataFrame(False, index=models, columns=models)
-    marked = not_beyond_chance(rows.rename(columns={"mean_over_matching_layers": "value"}))
-    for row, mark in zip(rows.itertuples(index=False), marked):
-        a, b = row.model_a, row.model_b
-        for x, y in {"symmetric": [(a, b), (b, a)], "a->b": [(a, b)], "b->a": [(b, a)]}[row.direction]:
-            frames["value"].loc[x, y] = row.mean_over_matching_layers
-            for column in ("ci_low", "ci_high", "null_mean"):
-                frames[column].loc[x, y] = getattr(row, column, np.nan)
-            frames["marked"].loc[x, y] = bool(mark)
-    return frames
-
-
-def _summary_panel(ax, fig, rows: pd.DataFrame, models: list[str], title: str) -> None:
-    from matplotlib.patches import Rectangle
-
-    kind = rows["kind"].iloc[0] if "kind" in rows else "similarity"
-    cmap, norm = _colours(kind, rows["measure"].iloc[0])
-    cells = _summary_cells(rows, models)
-    marked = cells["marked"].to_numpy()
-    image = ax.imshow(cells["value"].to_numpy(), cmap=cmap, norm=norm)
-    _hatch(ax, [(i, j) for (i, j), mark in np.ndenumerate(marked) if mark and i != j])
-    for (i, j), value in np.ndenumerate(cells["value"].to_numpy()):
-        if i == j:  # a model with itself: not a comparison between models
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.93", edgecolor="none"))
-            continue
-        if np.isnan(value):
-            ax.text(j, i, "n/a", ha="center", va="center", fontsize=7, color="grey")
-            continue
-        _cell_text(ax, j, i - 0.13, _two(value), cmap, norm, value, marked[i, j], 9)
-        ci_low, ci_high = cells["ci_low"].iat[i, j], cells["ci_high"].iat[i, j]
-        if np.isfinite(ci_low) and np.isfinite(ci_high):
-            _cell_text(ax, j, i + 0.22, f"{_two(ci_low)}–{_two(ci_high)}", cmap, norm, value, marked[i, j], 6.5)
-    _undefined_note(ax, rows, rows["mean_over_matching_layers"])
-    ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(models)), models, fontsize=8)
-    asymmetric = (rows["direction"] != "symmetric").any()
-    kind_text = "distance, lower = more alike" if kind == "distance" else "similarity"
-    ax.set_title(f"{title}{' (row → column)' if asymmetric else ''}\n"
-                 f"{kind_text}, {chance_text(rows['null_mean'] if 'null_mean' in rows else None)}", fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03).ax.tick_params(labelsize=7)
 
 
 def model_summary_figure(tables: Tables, out_path: str | Path, dataset: str, representation: str,
@@ -377,8 +216,8 @@ def model_summary_figure(tables: Tables, out_path: str | Path, dataset: str, rep
                 ax.set_axis_off()
                 continue
             family = FAMILIES.get(measures.get(label, label), "other")
-            _summary_panel(ax, fig, summary[summary["measure"] == label], models,
-                           f"{family} · {MEASURE_LABELS.get(label, label)}")
+            drawing.summary_panel(ax, fig, summary[summary["measure"] == label], models,
+                                  f"{family} · {MEASURE_LABELS.get(label, label)}")
     n = summary["n"].iloc[0] if "n" in summary else "?"
     fig.suptitle(f"Mean over matching layers (same relative depth) between distinct models: "
                  f"{representation_text(representation)}, {dataset}{' ' + split if split else ''} split, "

@@ -36,6 +36,7 @@ from reprsim.io.datasets import read_meta
 from reprsim.io.outputs import write_text
 from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
+from reprsim.best_match import table as best_match_table
 from reprsim.io.tables import read_table, read_tables
 from reprsim.layers import matching_layer
 from reprsim.measure_registry import DISPLAY_NAMES, FAMILIES
@@ -63,6 +64,7 @@ class ReportInputs:
     stores: Paths = ()
     findings: Paths = ()
     pair_summary: Paths = ()
+    pairs: Paths = ()  # results/tables/pairs.parquet: every pair job's rows (each layer's best match)
     model_summary_figures: Paths = ()
     heatmaps: Paths = ()
     model_distances: Paths = ()
@@ -527,15 +529,46 @@ def pair_details(inputs: ReportInputs) -> dict | None:
                                   "own: 0 = neuron-level and distributed similarity agree.", alt="localization",
                                wide=False) for p in inputs.localization_figure]
     heatmaps = []
+    best = _best_matches(inputs)
     for path in inputs.heatmaps:
         representation, dataset, a, b = _pair_parts(path)
+        matches = best.get((representation, dataset, a, b))
         heatmaps.append({"anchor": _anchor("pair", representation, dataset, a, b), "a": a, "b": b,
                          "where": f"{representation_text(representation)}, {dataset}",
                          "figure": Figure(path, f"{_pair_label(path)}; n and each measure's chance level in the panel "
                                                 "titles; hatched cells: the interval does not exclude chance.",
-                                          alt=_pair_label(path), wide=True)})
+                                          alt=_pair_label(path), wide=True),
+                         "best": None if matches is None else {"rows": len(matches), "table": matches}})
     return {"summary": summary, "localization": localization, "heatmaps": heatmaps,
-            "heatmap_caption": paragraphs("heatmap") if heatmaps else []}
+            "heatmap_caption": paragraphs("heatmap") if heatmaps else [],
+            "best_caption": paragraphs("best_match") if best else []}
+
+
+def _best_matches(inputs: ReportInputs) -> dict[tuple, pd.DataFrame]:
+    """Per (representation, dataset, model_a, model_b): each layer of A's best match in B, for reading
+    (reprsim.best_match): the all-row choice with its own p and the selection-corrected p, and the layer chosen on
+    half the rows with its value and interval on the other half."""
+    if not inputs.pairs:
+        return {}
+    pairs = read_tables(inputs.pairs)
+    if pairs.empty or "is_best" not in pairs:
+        return {}
+    best = best_match_table(pairs)
+    out = {}
+    for key, rows in best.groupby(["representation", "dataset", "model_a", "model_b"], sort=False):
+        shown = pd.DataFrame({"measure": rows["measure"].map(_measure_name), "direction": rows["direction"],
+                              "layer of A": rows["layer_a"], "best layer of B": rows["best_b"],
+                              "value": rows["value"].map(_number), "chance": rows["null_mean"].map(_number),
+                              "p (that cell)": rows["null_p"].map(_number),
+                              "p (best of B's layers)": rows["selection_p"].map(_number),
+                              "chosen on half the rows": rows["split_b"].astype("Int64"),
+                              f"on the other half [{inputs.confidence:.0%} interval]": [
+                                  _with_interval(v, lo, hi) for v, lo, hi in
+                                  zip(rows["split_value"], rows["split_low"], rows["split_high"])],
+                              "rows (choose / estimate)": [f"{a} / {b}" for a, b in
+                                                           zip(rows["n_select"], rows["n_estimate"])]})
+        out[key] = shown.reset_index(drop=True)
+    return out
 
 
 def _pair_summary_display(summary: pd.DataFrame, inputs: ReportInputs) -> pd.DataFrame:
