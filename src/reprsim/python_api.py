@@ -1,9 +1,11 @@
 """reprsim from Python, on arrays a user holds: :func:`compare` (every measure between two layer stacks, with its
-chance level, p, interval and n, as the pair tables give them) and :func:`measures` (the registry as a table).
+chance level, p, interval and n, as the pair tables give them), :func:`compare_many` (every pair of many models,
+each model's terms prepared once), :func:`best_matches` (each layer's best match, corrected for the choice, from
+such a table), :func:`measures` (the registry as a table) and :func:`aliases` (the names other libraries give them).
 
-Both are reached as ``reprsim.compare`` and ``reprsim.measures`` (``reprsim/__init__.py`` loads this module on
-first use, so ``import reprsim`` stays light). :func:`compare` computes through the workflow's own pair engine
-(reprsim.pair_engine.compare_stacks), so on the same rows and settings its table equals a pair job's row for row.
+Reached as ``reprsim.compare`` etc. (``reprsim/__init__.py`` loads this module on first use, so ``import reprsim``
+stays light). :func:`compare` computes through the workflow's own pair engine (reprsim.pair_engine.compare_stacks),
+so on the same rows and settings its table equals a pair job's row for row.
 """
 
 from __future__ import annotations
