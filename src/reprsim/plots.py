@@ -259,26 +259,26 @@ def _swapped(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _registry_name(rows: pd.DataFrame, label: str) -> str:
     """The registry name behind a measure label (the rows' meta says it), for its colour scale and family."""
-    for meta in rows["meta"] if "meta" in rows else ():
-        try:
-            name = json.loads(meta).get("measure") if isinstance(meta, str) and meta else None
-        except (ValueError, AttributeError):
-            name = None
-        if isinstance(name, str) and name:
-            return name
-    return label
+    return _from_meta(rows, lambda meta: meta.get("measure"), lambda name: isinstance(name, str) and name) or label
 
 
 def _table_confidence(rows: pd.DataFrame) -> float:
     """The interval's confidence the rows were computed with (their meta), else 0.95."""
+    found = _from_meta(rows, lambda meta: meta.get("interval", {}).get("confidence"),
+                       lambda value: isinstance(value, (int, float)) and 0 < value < 1)
+    return 0.95 if found is None else float(found)
+
+
+def _from_meta(rows: pd.DataFrame, read, valid):
+    """The first value `read` finds in the rows' meta (JSON) that is `valid`, or None."""
     for meta in rows["meta"] if "meta" in rows else ():
         try:
-            found = json.loads(meta).get("interval", {}).get("confidence") if isinstance(meta, str) else None
+            found = read(json.loads(meta)) if isinstance(meta, str) and meta else None
         except (ValueError, AttributeError):
             found = None
-        if isinstance(found, (int, float)) and 0 < found < 1:
-            return float(found)
-    return 0.95
+        if valid(found):
+            return found
+    return None
 
 
 def _where(rows: pd.DataFrame) -> str:

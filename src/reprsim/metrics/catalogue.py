@@ -75,7 +75,7 @@ def _aliases_section() -> list[str]:
            "that library's own code computes another number under the name.", "",
            "| name | measure | params | whose | note |", "|---|---|---|---|---|"]
     out += [f"| `{row['name']}` | `{row['measure']}` | {params(row['params'])} | {row['source']} | "
-            f"{row['note'] or '–'} |".replace("|  |", "| – |") for row in table()]
+            f"{row['note'] or '–'} |" for row in table()]
     return out + [""]
 
 
