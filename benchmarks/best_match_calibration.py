@@ -10,6 +10,14 @@ the selection-corrected one (the null of the maximum over Y's layers, `selection
 
 prints the share of pairs with p ≤ 0.05 for both, each with its 95 % Clopper–Pearson interval, and writes them
 as JSON with --out.
+
+    python benchmarks/best_match_calibration.py --coverage 400
+
+checks the other half of the correction instead: the interval of the layer chosen on half the rows, measured on the
+other half, where the choice is clear (Y's layer l a noisy linear map of X's layer l). Its truth is the estimate's
+expectation at the estimation half's rows, taken as the mean split value over the data sets (as
+benchmarks/interval_coverage.py does for mutual k-NN); it prints how often the chosen layer is X's own and each
+layer's coverage.
 """
 
 from __future__ import annotations
@@ -60,6 +68,27 @@ def calibration(pairs: int, measure: str = "cka", layers: int = 6, n: int = 40, 
     return out
 
 
+def split_coverage(datasets: int, layers: int = 3, n: int = 200, d: int = 8, resamples: int = 30,
+                   seed: int = 5) -> dict:
+    """How often the split interval (chosen on one half, estimated on the other) holds its truth, per layer."""
+    rng = np.random.default_rng(seed)
+    maps = [rng.normal(size=(d, d)) for _ in range(layers)]
+    found = []
+    for k in range(datasets):
+        X = rng.normal(size=(layers, n, d))
+        Y = np.stack([X[l] @ maps[l] + 2.0 * rng.normal(size=(n, d)) for l in range(layers)])
+        table = reprsim.compare(X, Y, "cka", permutations=5, resamples=resamples, seed=k)
+        chosen = table[table.split_best].sort_values("layer_a")
+        found.append(chosen[["layer_b", "split_value", "split_low", "split_high"]].to_numpy())
+    found = np.array(found)  # (datasets, layers, 4)
+    truth = found[:, :, 1].mean(axis=0)
+    covered = (found[:, :, 2] <= truth) & (truth <= found[:, :, 3])
+    return {"datasets": datasets, "n": n, "resamples": resamples,
+            "own_layer_chosen": float((found[:, :, 0] == np.arange(layers)).mean()),
+            "truth": truth.round(4).tolist(), "coverage": covered.mean(axis=0).round(3).tolist(),
+            "monte_carlo_se": round(float(np.sqrt(0.95 * 0.05 / datasets)), 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=2000)
@@ -67,8 +96,17 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--permutations", type=int, default=99)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--coverage", type=int, metavar="DATASETS",
+                        help="instead: the split interval's coverage over this many data sets")
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.coverage:
+        result = split_coverage(args.coverage)
+        print(json.dumps(result))
+        if args.out:
+            with open(args.out, "w") as handle:
+                json.dump(result, handle, indent=1)
+        return
     result = calibration(args.pairs, args.measure, args.layers, permutations=args.permutations, seed=args.seed,
                          progress=True)
     for name in ("corrected", "uncorrected"):
