@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import io
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -60,7 +61,6 @@ def aliases() -> pd.DataFrame:
 def _measure_specs(chosen) -> dict[str, dict]:
     """`measures` as the configuration's section: label -> {measure, params, null_permutations, resamples}."""
     from reprsim.config import measures_errors
-    from reprsim.measure_aliases import resolve_section
 
     if chosen is None:
         chosen = ["cka"]
@@ -76,10 +76,14 @@ def _measure_specs(chosen) -> dict[str, dict]:
                          f"got {type(chosen).__name__}")
     if not specs:
         raise InputError("measures is empty; reprsim.measures() lists the measures")
-    problems = resolve_section(specs)  # the names researchers type (linear_cka, lincka, mutual_knn-topk=10, ...)
-    if problems:
-        raise InputError("invalid measures:\n" + "\n".join(f"  - {p}" for p in problems))
-    problems = measures_errors(specs)
+    # a name in a list is its own label, as typed; similarity-repository's IDs hold '=', which a configuration's
+    # labels may not, so listed names are checked under stand-in labels and the problems name them as typed
+    typed = not isinstance(chosen, Mapping)
+    labels = {f"listed{i}" if typed else label: label for i, label in enumerate(specs)}
+    problems = measures_errors({key: specs[label] for key, label in labels.items()})  # resolves the aliases in place
+    if typed:
+        problems = [re.sub(r"measures\.(listed\d+)(?![0-9])", lambda m: f"measures.{labels[m.group(1)]}", problem)
+                    for problem in problems]
     if problems:
         raise InputError("invalid measures:\n" + "\n".join(f"  - {p}" for p in problems))
     return specs

@@ -49,6 +49,10 @@ def test_every_alias_resolves_to_its_row_and_computes(alias, arrays):
     table = reprsim.compare(X, Y, {"label": typed}, permutations=3, resamples=3)
     direct = reprsim.compare(X, Y, {"label": {"measure": measure, "params": params}}, permutations=3, resamples=3)
     np.testing.assert_array_equal(table["value"].to_numpy(), direct["value"].to_numpy())
+    # typed in a list, the name is its own label, '=' of similarity-repository's IDs included
+    listed = reprsim.compare(X, Y, [typed], permutations=3, resamples=3)
+    assert set(listed["measure"]) == {typed}
+    np.testing.assert_array_equal(listed["value"].to_numpy(), direct["value"].to_numpy())
 
 
 def test_linear_cka_is_cka(arrays):
@@ -85,6 +89,8 @@ def test_an_unknown_name_lists_close_names_and_the_table():
         reprsim.compare(np.eye(5), np.eye(5), ["lin_cka"])
     message = str(raised.value)
     assert "'linear_cka'" in message and "reprsim.aliases()" in message and "docs/measures.md" in message
+    with pytest.raises(ValueError, match=r"key 'measures\.mutual_knn-topk=0\.params\.k' is 0; must be ≥ 1"):
+        reprsim.compare(np.eye(5), np.eye(5), ["mutual_knn-topk=0"])  # a listed name's problem names it as typed
     problems = measures_errors({"x": {"measure": "mutual_nn"}})
     assert len(problems) == 1 and "'mutual_knn'" in problems[0]  # one message, not also the schema's enum
 
