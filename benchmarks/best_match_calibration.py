@@ -1,4 +1,4 @@
-"""Is the best-match p calibrated? (issue 53; reprsim.best_match)
+"""Is the best-match p calibrated? (issue 53; reprsim.inference.best_match)
 
 Simulated pairs of independent random layer stacks (no correspondence between X and Y: every null hypothesis
 holds): each stack a random walk over layers (layer l = layer l−1 + noise, so a stack's layers are correlated as

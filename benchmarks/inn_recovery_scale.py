@@ -74,7 +74,7 @@ import torch
 
 from reprsim.aligners.evaluate import fit_and_score, seeded_params
 from reprsim.aligners.synthetic import random_coupling_map, synthetic_recovery
-from reprsim.standardise import Standardiser
+from reprsim.nets.standardise import Standardiser
 
 REPO = Path(__file__).resolve().parents[1]
 GLUE = REPO.parent / "shared" / "data" / "glue"  # sst2/train.tsv under it; --data-root to read another

@@ -1,6 +1,6 @@
 """How often reprsim's 95 % intervals cover the truth (issue 51): simulated data sets whose population value is
 known, each measure's estimate and half-sample replicates computed by the library (reprsim.metrics, as a pair job
-does), the interval made by reprsim.resampling (and by the percentile method it replaced, for comparison), and the
+does), the interval made by reprsim.inference.resampling (and by the percentile method it replaced, for comparison), and the
 share of data sets whose interval holds the truth, with its Monte Carlo standard error.
 
 Data: a latent Z ~ N(0, I_k) seen by two "models", X = Z A + σ E and Y = Z B + σ E' (A, B fixed per setting,
@@ -11,7 +11,7 @@ PWCCA's replicates keep the principal directions of all rows (the pair jobs' rou
 half-sample is shown beside. u (reprsim.stages.universality.shares.share, rows only): five models seeing Z, two
 reference seeds, a variant and a floor, linear or unbiased CKA between them; its truth from the population CKAs;
 and the two pooled as one sense's measures are (the mean u, reprsim.stages.universality.shares.pooled).
-Each interval is also moved by the half-samples' own bias estimate (reprsim.resampling.bias), to show whether that
+Each interval is also moved by the half-samples' own bias estimate (reprsim.inference.resampling.bias), to show whether that
 reaches the population value.
 
     python benchmarks/interval_coverage.py --datasets 500 --out coverage.json
@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from reprsim.metrics import compute, replicate_layers
-from reprsim.resampling import half_samples, interval, scale
+from reprsim.inference.resampling import half_samples, interval, scale
 
 
 POOLED = "u (pooled: linear and unbiased CKA)"

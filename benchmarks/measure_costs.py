@@ -8,7 +8,7 @@
    bandwidth; the table quotes seconds, and the rates say what machine they came from.
 2. The default's shape: two synthetic models of 7 layers × 384 units on 872 rows (pair_floor's generator: a shared
    latent through each layer's own map plus noise), every measure at its registry defaults (k = 10, ...) through
-   the pair job's own function (reprsim.pair_engine.measure_rows, in-memory sides: from scratch), with
+   the pair job's own function (reprsim.metrics.pair_engine.measure_rows, in-memory sides: from scratch), with
    the default's 30 permutations and 30 half-samples. A measure whose one evaluation makes the full run longer than
    --budget seconds runs 2 + 2 draws and is extrapolated linearly in draws (marked "extrapolated").
 3. The MultiBERTs study's shape (n = 10,000 words, d = 768, 13 × 13 layers, 50 + 50 draws): extrapolated from the
@@ -35,8 +35,8 @@ from pair_floor import machine_floor, synthetic  # noqa: E402
 
 from reprsim import measure_registry as registry  # noqa: E402
 from reprsim.metrics import prepared  # noqa: E402
-from reprsim.pair_engine import measure_rows  # noqa: E402
-from reprsim.resampling import half_samples  # noqa: E402
+from reprsim.metrics.pair_engine import measure_rows  # noqa: E402
+from reprsim.inference.resampling import half_samples  # noqa: E402
 
 DEFAULT = {"n": 872, "d": 384, "layers": 7, "permutations": 30, "resamples": 30}
 MULTIBERTS = {"n": 10000, "d": 768, "layers": 13, "permutations": 50, "resamples": 50}

@@ -10,7 +10,7 @@ random 4-layer BERT (7 layers of 384 and 5 of 256, as the H100 figures in reprsi
 --width: one value for both models or one each) and config/config.yaml's measures with their draws. Both models'
 terms are prepared on the device and handed to the pair job as a terms store does (Grams too large to store are left
 out and rebuilt by the pair); then each measure runs through the pair job's own function
-(reprsim.pair_engine.measure_rows):
+(reprsim.metrics.pair_engine.measure_rows):
 
 - CPU: one thread, as the workflow's pair jobs run;
 - CUDA: after a warm-up at the first row count (CUDA context, cuBLAS/cuSOLVER handles, kernels: reported apart,
@@ -86,8 +86,8 @@ def run_pair(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torch.
     """Terms seconds per family, the pair job's seconds per measure (Grams rebuilt from the stacks charged to the
     first measure of their family) and its rows, on `device`."""
     from reprsim.metrics import prepared
-    from reprsim.pair_engine import measure_rows
-    from reprsim.resampling import half_samples
+    from reprsim.metrics.pair_engine import measure_rows
+    from reprsim.inference.resampling import half_samples
 
     measures = measures_of(config, "default")
     rows = stacks[0].shape[1]
@@ -124,7 +124,7 @@ def cuda_waits(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torc
     """Per measure of one pair job on a GPU, the calls torch's sync debug mode reports as waiting for it."""
     import warnings
 
-    import reprsim.pair_engine as pairs
+    import reprsim.metrics.pair_engine as pairs
 
     original, counts = pairs.measure_rows, {}
     with warnings.catch_warnings(record=True) as caught:
@@ -315,7 +315,7 @@ def counting(counts: collections.Counter, label: list):
 
 def count(config: dict, layers: tuple[int, int], widths: tuple[int, int], rows: int) -> dict:
     """Per measure of one pair job (terms given, as in the workflow): decompositions, waits, host tensors."""
-    import reprsim.pair_engine as pairs
+    import reprsim.metrics.pair_engine as pairs
     from reprsim.metrics import cca
 
     torch.set_num_threads(1)

@@ -11,7 +11,7 @@
 2. Per shape, two synthetic models (a latent shared through each layer's own map, with a decaying spectrum, plus
    noise growing with depth; float32 as stored): "default" is the default run's MiniLM pair (7 layers of 384,
    872 rows, each measure with its configured draws) and "word" its word level (1,921 rows, similarity.word's
-   draws). Each measure runs through the pair job's own function (reprsim.pair_engine.measure_rows)
+   draws). Each measure runs through the pair job's own function (reprsim.metrics.pair_engine.measure_rows)
    with both models' terms prepared first (rule model_terms' function), timed apart.
 3. Per measure, the FLOPs and bytes its routes must do (reprsim.workflow.pair_work, the counts `reprsim plan`
    prices with), the floor Σ max(FLOPs / rate, bytes / bandwidth), the achieved time and their ratio: for the
@@ -105,8 +105,8 @@ def measures_of(config: dict, shape: str, extra: bool = False) -> dict[str, dict
 def run_shape(shape: str, config: dict, layers: int, width: int, rows: int, legacy: bool, floor: dict,
               extra: bool = False, device: torch.device = torch.device("cpu")) -> list[dict]:
     from reprsim.io.store import constant_layers
-    from reprsim.resampling import half_samples
-    from reprsim.pair_engine import measure_rows
+    from reprsim.inference.resampling import half_samples
+    from reprsim.metrics.pair_engine import measure_rows
 
     work = _pair_work()
     torch.set_num_threads(1)

@@ -4,8 +4,8 @@
         [--universality STUDY_RUN [--universality-time-output FILE]] [--coverage FILE] [--write]
 
 RUN is the directory the run was made in (`snakemake --cores 2` with config/config.yaml, from an empty results/).
-Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the results tables it quotes
-(reprsim.recorded_run.TABLES, a few KB each) beside it, from:
+Writes docs/recorded-run/summary.json (reprsim.guide.recorded_run) and copies the results tables it quotes
+(reprsim.guide.recorded_run.TABLES, a few KB each) beside it, from:
 
 - RUN/results/tables/*.parquet: the findings, the measure agreement, the discordant orderings, the pair summary,
   the attention table (its quoted rows only are copied);
@@ -15,15 +15,15 @@ Writes docs/recorded-run/summary.json (reprsim.recorded_run) and copies the resu
 - `du -sk RUN/results`: the results' size; `git -C RUN rev-parse HEAD`: the commit;
 - --other-kernel OTHER: the same commit's default run on another BLAS kernel path (--other-kernel-path, e.g.
   MKL_CBWR=COMPATIBLE): its findings are copied beside the summary, and which of RUN's findings moved and by how
-  much is recorded (reprsim.recorded_run.kernel_variation), since what passes through training depends on the CPU;
-- the fingerprint of RUN's configuration and code (reprsim.recorded_run.fingerprint over RUN's own checkout; this
+  much is recorded (reprsim.guide.recorded_run.kernel_variation), since what passes through training depends on the CPU;
+- the fingerprint of RUN's configuration and code (reprsim.guide.recorded_run.fingerprint over RUN's own checkout; this
   checkout's when RUN holds no config/ and scripts/): the guide calls the figures stale while it differs from this
   checkout's.
 
 Beside the default, from their own runs (each carried over from the previous recording when not given):
 
 - --universality STUDY_RUN: a finished run of config/examples/universality.yaml (its Snakemake log, its universality
-  table, sense table, controls' table and statement: reprsim.recorded_run.universality_summary), with
+  table, sense table, controls' table and statement: reprsim.guide.recorded_run.universality_summary), with
   --universality-time-output its
   `/usr/bin/time -v`;
 - --coverage FILE: benchmarks/interval_coverage.py's --out.
@@ -48,7 +48,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 import utilisation  # noqa: E402
 
-from reprsim import recorded_run  # noqa: E402
+from reprsim.guide import recorded_run  # noqa: E402
 
 
 def time_output(path: Path) -> dict:

@@ -7,9 +7,9 @@ import re
 from itertools import combinations_with_replacement
 
 from reprsim.config import first_label
-from reprsim.dataset_labels import dataset_is_labelled
-from reprsim.dimension_placebo import dimension_placebos
-from reprsim.relations import competence_checkpoints, recipe
+from reprsim.design.dataset_labels import dataset_is_labelled
+from reprsim.design.dimension_placebo import dimension_placebos
+from reprsim.design.relations import competence_checkpoints, recipe
 from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
 from reprsim.workflow import brought

@@ -4,7 +4,7 @@
 from itertools import combinations
 
 from reprsim.config import grounding_dataset
-from reprsim.relations import seed_families
+from reprsim.design.relations import seed_families
 
 GROUNDING = config["grounding"]
 GROUNDING_DATASET = grounding_dataset(config)

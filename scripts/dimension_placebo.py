@@ -7,7 +7,7 @@ import torch
 
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
-from reprsim.relations import cross_seed
+from reprsim.design.relations import cross_seed
 from reprsim.stages.compare.placebo import compare_reduced
 
 similarity = snakemake.config["similarity"]

@@ -1,11 +1,11 @@
 """MkDocs hook: the guide's generated pages, made when the guide is built so that none can be stale.
 
-- configuration.md: every key of src/reprsim/schema.yaml (reprsim.docs_reference.configuration_reference);
+- configuration.md: every key of src/reprsim/schema.yaml (reprsim.guide.docs_reference.configuration_reference);
 - measures.md: the measure registry (`reprsim measures --markdown`);
 - index.md: the README, the guide's front page, its links to docs/ made relative to the guide.
 
 It also flags recorded figures that may be stale: a page holding a `<!-- recorded: NAME -->` block
-(reprsim.recorded_run; index.md through the README) gets a warning admonition at its top when the checkout's
+(reprsim.guide.recorded_run; index.md through the README) gets a warning admonition at its top when the checkout's
 fingerprint of configuration and code differs from docs/recorded-run/summary.json's, logged at INFO so that
 `--strict` still passes while a new recording of the default run is pending.
 
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # the checkout's own schema and registry, whichever reprsim the environment has installed
 sys.path.insert(0, str(ROOT / "src"))
 
-from reprsim import recorded_run  # noqa: E402
-from reprsim.docs_reference import generated_pages  # noqa: E402
+from reprsim.guide import recorded_run  # noqa: E402
+from reprsim.guide.docs_reference import generated_pages  # noqa: E402
 
 log = logging.getLogger("mkdocs.hooks.reference")
 _stale: dict[str, str | None] = {}

@@ -21,14 +21,14 @@ from typing import Any
 import jsonschema
 from jsonschema import validators
 
-from reprsim import conditioning
-from reprsim.dataset_labels import dataset_is_labelled
+from reprsim.design import conditioning
+from reprsim.design.dataset_labels import dataset_is_labelled
 from reprsim.measure_aliases import resolve_section
 from reprsim.measure_registry import MEASURES as REGISTERED
 from reprsim.metrics.sample_size import CCA_FAMILY, RATIO
 from reprsim.nets.gpt2_as_bert import untranslatable
-from reprsim.dimension_placebo import dimension_placebos, model_width
-from reprsim.relations import study_errors, study_pairs
+from reprsim.design.dimension_placebo import dimension_placebos, model_width
+from reprsim.design.relations import study_errors, study_pairs
 from reprsim.schema import SCHEMA_PATH, load_schema, load_yaml, with_defaults
 from reprsim.workflow.brought import NO_NETWORK, brought_models
 from reprsim.workflow.stitching import function_problems, stitching_problems
@@ -521,8 +521,8 @@ def _expand_seeds(config: dict, written: dict[str, str]) -> Iterator[str]:
 
 
 def _study_errors(config: dict) -> Iterator[str]:
-    """A universality study must vary one factor at a time (reprsim.relations.study_errors) over models of this config;
-    `similarity.pairs: study` becomes the list of the pairs it reads (reprsim.relations.study_pairs)."""
+    """A universality study must vary one factor at a time (reprsim.design.relations.study_errors) over models of this config;
+    `similarity.pairs: study` becomes the list of the pairs it reads (reprsim.design.relations.study_pairs)."""
     study, similarity = config.get("universality"), config["similarity"]
     if study is not None:
         brought = set(brought_models(config["models"]))
@@ -571,7 +571,7 @@ def _placebo_errors(models: dict, study: dict) -> Iterator[str]:
 def _expand_checkpoints(config: dict, written: dict[str, str]) -> Iterator[str]:
     """Add, for each pretrained model with `checkpoints: [k, ...]`, a model {name}@{k} per checkpoint: the
     parent's spec without `checkpoints`, with `checkpoint: k` (its seed kept, so the checkpoints of seed siblings
-    at one step are seed siblings by reprsim.relations.recipe); note in `written` each one's name in the config.
+    at one step are seed siblings by reprsim.design.relations.recipe); note in `written` each one's name in the config.
 
     Yields a problem when a checkpoint is not below the model's steps or an expanded name collides.
     """

@@ -4,7 +4,7 @@ each model's terms prepared once), :func:`best_matches` (each layer's best match
 such a table), :func:`measures` (the registry as a table) and :func:`aliases` (the names other libraries give them).
 
 Reached as ``reprsim.compare`` etc. (``reprsim/__init__.py`` loads this module on first use, so ``import reprsim``
-stays light). :func:`compare` computes through the workflow's own pair engine (reprsim.pair_engine.compare_stacks),
+stays light). :func:`compare` computes through the workflow's own pair engine (reprsim.metrics.pair_engine.compare_stacks),
 so on the same rows and settings its table equals a pair job's row for row.
 """
 
@@ -170,7 +170,7 @@ def compare(X, Y, measures=None, *, permutations: int = 100, resamples: int = 10
 
     Each row also says whether its layer_b is the best match of its layer_a (``is_best``; the largest similarity or
     smallest distance over Y's layers) and, on every row of a layer_a, ``selection_p``: that best match's p against
-    the null of the best over Y's layers, which accounts for the choice (reprsim.best_match). ``split_best`` marks
+    the null of the best over Y's layers, which accounts for the choice (reprsim.inference.best_match). ``split_best`` marks
     the layer chosen on a seeded half of the rows, and ``split_value``, ``split_low``, ``split_high`` its value and
     interval on the other half. ``best_matches=False`` leaves them empty (and saves the split's computation);
     :func:`best_match` gives one row per layer.
@@ -199,7 +199,7 @@ def _compare_stacks(Xs, Ys, specs, names, permutations, resamples, confidence, s
     """The pair engine on two checked stacks: the pair table and the replicates' long table, with compare's
     columns."""
     from reprsim.io.device import resolve_device
-    from reprsim.pair_engine import compare_stacks
+    from reprsim.metrics.pair_engine import compare_stacks
 
     try:
         target = resolve_device(device) if isinstance(device, str) else device
@@ -314,7 +314,7 @@ def best_matches(table: pd.DataFrame) -> pd.DataFrame:
     (the choice accounted for: read this one); ``split_b``, the layer chosen on a seeded half of the rows, with
     ``split_value`` and its interval [``split_low``, ``split_high``] on the other half (rows the choice did not
     see); ``agrees``: the two choices are the same layer; ``n_select``, ``n_estimate``: the halves' rows."""
-    from reprsim.best_match import table as best_table
+    from reprsim.inference.best_match import table as best_table
 
     try:
         return best_table(table)

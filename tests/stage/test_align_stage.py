@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from reprsim.io.datasets import load_split
-from reprsim.layers import layer_pairs
+from reprsim.tables.layers import layer_pairs
 from reprsim.nets.classifiers import evaluate
 from reprsim.nets.loading import load_classifier, load_tokenizer
 from reprsim.stages.align.injection import layer_injection

@@ -9,8 +9,8 @@ import pytest
 
 from reprsim.io.store import constant_layers
 from reprsim.metrics import compute_layers
-from reprsim.pair_engine import measure_rows
-from reprsim.resampling import half_samples
+from reprsim.metrics.pair_engine import measure_rows
+from reprsim.inference.resampling import half_samples
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import torch
 from conftest import write_pooled_store
 
 from reprsim.io.store import constant_layers
-from reprsim.pair_engine import measure_rows
-from reprsim.resampling import half_samples
+from reprsim.metrics.pair_engine import measure_rows
+from reprsim.inference.resampling import half_samples
 from reprsim.stages.compare.pairs import compare_pair, pair_device
 
 N_TEST, N_TRAIN = 60, 10

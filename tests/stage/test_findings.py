@@ -16,9 +16,9 @@ from scipy import stats
 import yaml
 
 from reprsim.config import validate_config
-from reprsim.layers import matching_layer
-from reprsim.relations import finetuned_from, groups, seed_pairs
-from reprsim.resampling import interval
+from reprsim.tables.layers import matching_layer
+from reprsim.design.relations import finetuned_from, groups, seed_pairs
+from reprsim.inference.resampling import interval
 from reprsim.stages.findings.accuracy import finetuned_layers_carry_the_task, skip_upper_cheaper
 from reprsim.stages.findings.alignment import inn_aligns_better
 from reprsim.stages.findings.cells import cell, mean_of_units, select, weighted

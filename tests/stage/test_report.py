@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from reprsim import drawing  # noqa: E402
+from reprsim.plotting import drawing  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 from reprsim.stages.report.html import PAGES, ReportInputs, build_report, caption, paragraphs  # noqa: E402
 

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from reprsim.resampling import interval
+from reprsim.inference.resampling import interval
 from reprsim.stages.report import figures
 from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report
-from reprsim.stitching_tables import asymmetry
+from reprsim.tables.stitching import asymmetry
 
 PNG = b"\x89PNG\r\n\x1a\n"
 A, B = "minilm-ft-s1", "minilm-ft-s2"

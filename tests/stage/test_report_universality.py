@@ -17,7 +17,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from test_report import FILES, PNG, _first_table, _h2, inputs  # noqa: E402, F401  (inputs: the fixture)
 from universality_study import study_tables, write_study  # noqa: E402
 
-from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS  # noqa: E402
+from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report, paragraphs  # noqa: E402
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICTS  # noqa: E402

@@ -12,9 +12,9 @@ import pytest
 
 from universality_study import pair_tables
 
-from reprsim import recorded_run
-from reprsim.layers import matching_weights
-from reprsim.relations import study_errors, study_pairs
+from reprsim.guide import recorded_run
+from reprsim.tables.layers import matching_weights
+from reprsim.design.relations import study_errors, study_pairs
 from reprsim.stages.universality.shares import check_same_rows, depth_groups, verdict
 from reprsim.stages.universality.study import PLACEBO, Study, statement, universality_tables
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from universality_study import pair_tables
 
-from reprsim.relations import cross_seed
-from reprsim.resampling import half_samples
-from reprsim.senses import SEEDS_ROW
+from reprsim.design.relations import cross_seed
+from reprsim.inference.resampling import half_samples
+from reprsim.design.senses import SEEDS_ROW
 from reprsim.stages.stitch.pairs import layer_pairs
 from reprsim.stages.universality.shares import share, stitch_arrays, term
 from reprsim.stages.universality.study import FUNCTION_MEASURE, FUNCTION_UNMEASURED, Study, universality_tables

@@ -15,8 +15,8 @@ import torch
 from universality_study import pair_tables
 
 from reprsim.metrics.reduction import reduce_stack
-from reprsim.dimension_placebo import dimension_placebos
-from reprsim.relations import study_pairs
+from reprsim.design.dimension_placebo import dimension_placebos
+from reprsim.design.relations import study_pairs
 from reprsim.stages.universality.study import Study, statement, universality_tables, with_dimension_placebos
 
 N, D, LAYERS, RESAMPLES, NOISE = 300, 128, 2, 16, 0.7

@@ -1,4 +1,4 @@
-"""The universality study per sense of similarity (reprsim.senses, the stage's sense table) on constructed
+"""The universality study per sense of similarity (reprsim.design.senses, the stage's sense table) on constructed
 representations whose answer is known: the reference seeds share units (a signal in the units' own basis, each seed
 with its own noise), and a rotated copy of a seed-like model keeps every rotation-invariant relation while mixing
 every unit. It is as similar as seeds in the geometric and the linear senses, and not in the units sense; the
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from universality_study import pair_tables
 
-from reprsim.resampling import half_samples
-from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES
+from reprsim.inference.resampling import half_samples
+from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES
 from reprsim.stages.universality.shares import THIRDS as THIRD_NAMES
 from reprsim.stages.universality.shares import Terms, pooled, share
 from reprsim.stages.universality.study import FACTOR_NAMES, Study, statement, universality_tables

@@ -17,11 +17,11 @@ import pandas as pd
 import torch
 
 from reprsim.measure_registry import MEASURES
-from reprsim.conditioning import parse as parse_conditioning
+from reprsim.design.conditioning import parse as parse_conditioning
 from reprsim.metrics.conditioners import condition_stack
 from reprsim.metrics.api import compute_layers, replicate_layers
-from reprsim.relations import study_pairs
-from reprsim.resampling import half_samples
+from reprsim.design.relations import study_pairs
+from reprsim.inference.resampling import half_samples
 from reprsim.stages.universality.study import Study, statement, universality_tables
 
 N, D, DEPTH, RESAMPLES = 200, 10, 4, 12
@@ -81,7 +81,7 @@ def pair_tables(models: dict[str, np.ndarray], pairs, measures=MEASURE_SPECS, re
                 rows: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The pair table and replicates of `pairs`, as aggregate_pairs writes them (one dataset, mean pooling); `rows`
     compares a pair on its first rows only (pair -> n), as a table from another split would be. A measure given as
-    (name, params, conditioning) sees both stacks conditioned so (reprsim.conditioning), as a pair job's."""
+    (name, params, conditioning) sees both stacks conditioned so (reprsim.design.conditioning), as a pair job's."""
     table, reps = [], []
     for a, b in pairs:
         n = (rows or {}).get((a, b), models[a].shape[1])

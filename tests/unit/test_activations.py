@@ -1,4 +1,4 @@
-"""reprsim.activations: a model's outputs by module name, pooled as the extract stage pools (reprsim.pooling).
+"""reprsim.activations: a model's outputs by module name, pooled as the extract stage pools (reprsim.nets.pooling).
 
 On MiniLM and 40 SST-2 sentences its mean, cls, last and per-token rows of the embedding output and every block equal
 the activation store extract_activations writes (same rows, batches and max_length); on a toy module with a padding
@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from reprsim.model_activations import Activations, ActivationsError, activations
-from reprsim.pooling import pool, token_rows
+from reprsim.nets.activations import Activations, ActivationsError, activations
+from reprsim.nets.pooling import pool, token_rows
 
 ROWS, BATCH, MAX_LENGTH = 40, 8, 24  # max_length 24 truncates some of the 40 sentences
 

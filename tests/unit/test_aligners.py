@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from reprsim.aligners import LinearAligner, relative_error
-from reprsim.layers import matching_layer
+from reprsim.tables.layers import matching_layer
 
 
 def test_exact_on_a_noiseless_affine_map():

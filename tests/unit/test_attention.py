@@ -1,4 +1,4 @@
-"""reprsim.attention against direct loop transcriptions of Wu et al.'s definitions (docs/numerics.md)."""
+"""reprsim.metrics.attention against direct loop transcriptions of Wu et al.'s definitions (docs/numerics.md)."""
 
 import math
 
@@ -8,9 +8,9 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import pearsonr
 
-import reprsim.attention as attention
+import reprsim.metrics.attention as attention
 import rounding
-from reprsim.attention import (
+from reprsim.metrics.attention import (
     attnsim,
     best_heads,
     combine_terms,

@@ -10,7 +10,7 @@ from reprsim.metrics import cca, memory
 from reprsim.metrics.api import _evaluator
 from reprsim.metrics.permutation import permutations
 from reprsim.metrics.subsample import replicate_draws
-from reprsim.resampling import half_samples
+from reprsim.inference.resampling import half_samples
 
 KINDS = [("cca", {}), ("svcca", {"threshold": 0.9}), ("pwcca", {"pca_dims": 3}), ("pwcca", {"direction": "x"})]
 

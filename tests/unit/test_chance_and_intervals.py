@@ -14,7 +14,7 @@ from reprsim.metrics import compute, compute_layers, directed_layers, null, repl
 from reprsim.metrics.api import _evaluator
 from reprsim.metrics.permutation import null_draws, permutations
 from reprsim.metrics.subsample import replicate_draws
-from reprsim.resampling import fieller, half_samples, interval, t_quantile
+from reprsim.inference.resampling import fieller, half_samples, interval, t_quantile
 
 SHORTCUTS = [
     ("cka", {}), ("cka", {"estimator": "unbiased"}), ("cka", {"kernel": "rbf", "threshold": 0.8}),

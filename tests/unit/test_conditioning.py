@@ -1,4 +1,4 @@
-"""Feature conditioning before a measure (reprsim.conditioning, reprsim.metrics.conditioners): what each method does to rows, the
+"""Feature conditioning before a measure (reprsim.design.conditioning, reprsim.metrics.conditioners): what each method does to rows, the
 symmetries each keeps (and so the sense a conditioned measure answers in), the configuration's check, and the pair
 engine computing a conditioned measure as the measure on conditioned stacks."""
 
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from reprsim.config import ConfigError, measures_errors
-from reprsim import conditioning
+from reprsim.design import conditioning
 from reprsim.metrics import conditioners
 from reprsim.metrics.api import compute_layers
-from reprsim.pair_engine import compare_stacks
-from reprsim.senses import sense_of
+from reprsim.metrics.pair_engine import compare_stacks
+from reprsim.design.senses import sense_of
 from reprsim.stages.compare.terms import families
 
 METHODS = [conditioning.parse(m) for m in ("standardise", "clip", "remove_top_pcs")]

@@ -12,7 +12,7 @@ from conftest import REPO, TINY, copy_workflow, snakemake
 
 from reprsim import config as config_module
 from reprsim.config import ConfigError, SampleSizeWarning, StudyDimensionWarning, load_yaml, validate_config
-from reprsim.dataset_labels import dataset_is_labelled
+from reprsim.design.dataset_labels import dataset_is_labelled
 from reprsim.schema import SCHEMA_PATH
 
 SHIPPED = sorted((REPO / "config").rglob("*.yaml")) + [TINY]
@@ -484,7 +484,7 @@ def test_pretrained_model_errors_name_the_key(default_config, change, expected):
 
 
 def test_checkpoints_expand_to_models_that_are_seed_siblings_across_seeds(default_config):
-    from reprsim.relations import seed_pairs
+    from reprsim.design.relations import seed_pairs
 
     for seed in (0, 1):
         default_config["models"][f"gpt-s{seed}"] = {**copy.deepcopy(PRETRAIN), "seed": seed, "checkpoints": [300, 100]}

@@ -1,4 +1,4 @@
-"""The user guide's generated reference pages (reprsim.docs_reference; MkDocs builds them with
+"""The user guide's generated reference pages (reprsim.guide.docs_reference; MkDocs builds them with
 docs/hooks/reference.py): every key of schema.yaml is on the configuration reference with a type and a
 description, every registered measure is on the measures reference; and the README stays a front page."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from reprsim.docs_reference import (CONFIGURATION_PAGE, MEASURES_PAGE, config_keys, configuration_reference,
+from reprsim.guide.docs_reference import (CONFIGURATION_PAGE, MEASURES_PAGE, config_keys, configuration_reference,
                                     generated_pages, measures_reference)
 from reprsim.measure_registry import FAMILIES, MEASURES
 from reprsim.schema import SCHEMA_PATH, load_yaml

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprsim.relations import recipe
-from reprsim.resampling import half_samples
+from reprsim.design.relations import recipe
+from reprsim.inference.resampling import half_samples
 from reprsim.stages.grounding import measure_tests as mt
 from reprsim.stages.grounding import probes
 
@@ -132,7 +132,7 @@ def test_group_separation_of_a_perfect_and_a_useless_measure(similarity):
     bad = {r["variant"]: r for r in mt._separation("u", values, "seeds", "", useless, models, groups, 100, setup)}
     assert good["auprc"]["score"] == pytest.approx(1.0) and good["auprc"]["beyond_chance"]
     # d′ of groups 0.01 apart within, 1 between: its half-samples' d′ is heavy-tailed (a ratio over a spread near
-    # 0), so the symmetric t interval (reprsim.resampling) is wide; its point and upper end are far above chance
+    # 0), so the symmetric t interval (reprsim.inference.resampling) is wide; its point and upper end are far above chance
     assert good["d_prime"]["score"] > 10 and good["d_prime"]["ci_high"] > good["d_prime"]["chance"] + 10
     # chance is what a random ranking scores on this design, above ReSi's share of within-group pairs (3 of 21 per group)
     assert good["auprc"]["chance"] > eval_detail(good["auprc"])["positive_share"] == pytest.approx(3 / 21)

@@ -10,7 +10,7 @@ from test_cka import gram_tolerance
 
 from reprsim.metrics import cka as cka_module
 from reprsim.metrics import knn, memory, permutation, subsample
-from reprsim.resampling import half_samples
+from reprsim.inference.resampling import half_samples
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""reprsim.perturbations: ReSi's label noise, shortcut and augmentation (grounding B.3-B.5), each property
+"""reprsim.design.perturbations: ReSi's label noise, shortcut and augmentation (grounding B.3-B.5), each property
 asserted on its own."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reprsim.perturbations import (
+from reprsim.design.perturbations import (
     STOP_WORDS,
     augmented,
     majority_share,

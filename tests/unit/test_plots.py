@@ -1,5 +1,5 @@
-"""reprsim.plots: the report's layer × layer heatmap and model × model summary from a pair table of reprsim.compare,
-drawn by the same code as the report's figures (reprsim.drawing), read back from what matplotlib drew."""
+"""reprsim.plotting.plots: the report's layer × layer heatmap and model × model summary from a pair table of reprsim.compare,
+drawn by the same code as the report's figures (reprsim.plotting.drawing), read back from what matplotlib drew."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest  # noqa: E402
 from rounding import products  # noqa: E402
 
 import reprsim  # noqa: E402
-from reprsim import drawing, plots  # noqa: E402
-from reprsim.plots import model_summary, plot_layers, plot_models  # noqa: E402
+from reprsim.plotting import drawing
+from reprsim.plotting import plots  # noqa: E402
+from reprsim.plotting.plots import model_summary, plot_layers, plot_models  # noqa: E402
 from reprsim.stages.compare.summaries import pair_summary  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
 
@@ -133,7 +134,7 @@ def test_the_model_summary_has_one_cell_per_model_pair_with_the_mean_over_matchi
     assert drawn.shape == (4, 4) and np.isnan(np.diag(drawn)).all()  # the diagonal is blank
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A", "B", "C", "D"]  # the given order
     # A and B have 4 layers each (3 blocks): matching layers are (l, l); C has 3 layers (2 blocks): each layer of the
-    # shallower model meets the same relative depth, C's 0, 1, 2 A's round(l · 3/2) = 0, 2, 3 (reprsim.layers)
+    # shallower model meets the same relative depth, C's 0, 1, 2 A's round(l · 3/2) = 0, 2, 3 (reprsim.tables.layers)
     same_depth = [(layer, layer) for layer in range(4)]
     to_c = [(0, 0), (2, 1), (3, 2)]
     expected = {("A", "B"): _summary_value(table, "A", "B", "cka", "symmetric", same_depth),
@@ -230,7 +231,7 @@ def test_errors_name_the_problem(pair, many):
 
 
 def test_the_report_and_the_plots_draw_through_the_same_functions(pair, many, monkeypatch):
-    """The stage's figures call reprsim.drawing (no copy of their own), and a panel drawn by plot_layers or
+    """The stage's figures call reprsim.plotting.drawing (no copy of their own), and a panel drawn by plot_layers or
     plot_models is the report's panel: same image, colours, texts, hatching and title."""
     for name in ("not_beyond_chance", "chance_text", "CHANCE_HATCH", "CHANCE_NOTE", "MEASURE_LABELS"):
         assert getattr(figures, name) is getattr(drawing, name), name

@@ -1,5 +1,5 @@
 """reprsim.compare_many (many models, each model's terms once, within a memory bound) and the best-matching layer
-corrected for the choice (reprsim.best_match, reprsim.best_matches)."""
+corrected for the choice (reprsim.inference.best_match, reprsim.best_matches)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import reprsim
-from reprsim import best_match
+from reprsim.inference import best_match
 from reprsim.metrics import prepared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

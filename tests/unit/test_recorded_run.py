@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from reprsim import recorded_run
+from reprsim.guide import recorded_run
 
 SUMMARY = recorded_run.load_summary()
 
@@ -97,7 +97,7 @@ def test_fingerprint_covers_the_configuration_and_the_rules_code(tmp_path):
     files = recorded_run.fingerprint_files(REPO)
     assert {"config/config.yaml", "src/reprsim/schema.yaml", "Snakefile", "rules/common.smk", "scripts/findings.py",
             "src/reprsim/workflow/paths.py"} <= set(files)
-    assert "src/reprsim/recorded_run.py" not in files and "src/reprsim/docs_reference.py" not in files
+    assert "src/reprsim/guide/recorded_run.py" not in files and "src/reprsim/guide/docs_reference.py" not in files
     # the recording's fingerprint is recorded_run.fingerprint; a changed configuration changes it
     assert _record_run().recorded_run.fingerprint is recorded_run.fingerprint
     copy = tmp_path / "checkout"

@@ -1,5 +1,5 @@
 """The dimension placebo's reduction (reprsim.metrics.reduction.reduce_stack) and its plan
-(reprsim.dimension_placebo): PCA keeps the rows' geometry whenever the centred rows fit in the kept directions and
+(reprsim.design.dimension_placebo): PCA keeps the rows' geometry whenever the centred rows fit in the kept directions and
 is blind to a rotation of the units; a random projection keeps squared lengths in expectation and is fixed by its
 seed; a reduction to as many dimensions as the layer has, or to more directions than rows, is refused by name."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from reprsim.dimension_placebo import dimension_placebos
+from reprsim.design.dimension_placebo import dimension_placebos
 from reprsim.metrics.reduction import reduce_stack
 
 

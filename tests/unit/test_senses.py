@@ -9,7 +9,7 @@ from conftest import REPO
 
 from reprsim.config import load_yaml
 from reprsim.measure_registry import MEASURES
-from reprsim.senses import SENSES, sense_of, senses_of
+from reprsim.design.senses import SENSES, sense_of, senses_of
 
 
 @pytest.mark.parametrize("name", list(MEASURES))

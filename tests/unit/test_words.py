@@ -1,11 +1,11 @@
-"""reprsim.words: data-defined words, token -> word maps, word-level hidden states and attention,
+"""reprsim.text.words: data-defined words, token -> word maps, word-level hidden states and attention,
 each against a direct loop transcription of its definition, and two real tokenizers (MiniLM's
 WordPiece, a byte-level BPE trained here) mapped onto identical word lists."""
 
 import numpy as np
 import pytest
 
-from reprsim.words import aggregate_attention, aggregate_hidden, segment_pair, segment_words, token_words
+from reprsim.text.words import aggregate_attention, aggregate_hidden, segment_pair, segment_words, token_words
 
 SENTENCES = [
     "It's a treat -- a delightful, witty, improbable romantic comedy!",

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
-from reprsim.senses import ANSWER_TOPICS, SENSES
+from reprsim.design.senses import ANSWER_TOPICS, SENSES
 from reprsim.stages.universality.shares import VERDICTS
 
 pytestmark = pytest.mark.workflow

@@ -24,7 +24,7 @@ from reprsim.aligners.training import (
     seeded,
     train,
 )
-from reprsim.standardise import Standardiser
+from reprsim.nets.standardise import Standardiser
 
 
 class ResidualMLP(nn.Module):

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from reprsim.aligners.evaluate import AlignerSpecs, fit_and_score, seeded_params
-from reprsim.standardise import Standardiser
+from reprsim.nets.standardise import Standardiser
 
 
 class RandomCouplingMap:

@@ -55,7 +55,7 @@ class DirectedResult:
     values: np.ndarray
     metas: list[dict]
     statistics: dict = field(default_factory=dict)
-    draws: np.ndarray | None = None  # the null draws (P, D, L1, L2) where they were drawn (reprsim.best_match)
+    draws: np.ndarray | None = None  # the null draws (P, D, L1, L2) where they were drawn (reprsim.inference.best_match)
 
 
 def _cca_directed(kind: str) -> Callable:
@@ -280,7 +280,7 @@ def null(name: str, X, Y, n_permutations: int = 200, seed: int = 0, **params) ->
 def directed_replicates(name: str, Xs, Ys, indices: np.ndarray, **params) -> tuple[np.ndarray, str]:
     """(B, D, L1, L2) values of `name` on the row subsets `indices` (B, m), every layer pair and
     direction, and the route that computed them (reprsim.metrics.subsample). Intervals from them:
-    reprsim.resampling.interval."""
+    reprsim.inference.resampling.interval."""
     check_params(name, params)
     Xs_t, Ys_t = _inputs(Xs, Ys)
     evaluate = _evaluator(name, params, constant=unit_masks(name, Xs_t, Ys_t))

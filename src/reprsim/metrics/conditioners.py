@@ -1,4 +1,4 @@
-"""The conditioners: each configured feature conditioning (reprsim.conditioning) applied to a layer's rows, on the
+"""The conditioners: each configured feature conditioning (reprsim.design.conditioning) applied to a layer's rows, on the
 rows' device, before a measure (the pair engine's conditioned measures)."""
 
 from __future__ import annotations

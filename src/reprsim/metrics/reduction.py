@@ -1,5 +1,5 @@
 """A layer stack reduced to fewer dimensions: the dimension placebo (universality.dimension_placebo,
-reprsim.dimension_placebo), a model's layers reduced to another model's width and scored as if they were that
+reprsim.design.dimension_placebo), a model's layers reduced to another model's width and scored as if they were that
 model's, so that what dimension alone does to a measure is seen with nothing learned differently."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Subsample replicates of every measure for its confidence interval (reprsim.resampling).
+"""Subsample replicates of every measure for its confidence interval (reprsim.inference.resampling).
 
 Replicate r is the measure on rows `indices[r]` of both sides (half of the rows, without
 replacement), for every layer pair. Routes, each equal to recomputing the measure on those rows

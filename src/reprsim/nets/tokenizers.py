@@ -3,7 +3,7 @@ whose tokenizers differ (MiniLM's WordPiece against a byte-level BPE) without a 
 
 Byte-level BPE (Radford et al. 2019, as GPT-2 and RoBERTa use it) through Hugging Face `tokenizers`:
 every string is encodable (no unknown token), and character offsets map each token onto the
-data-defined words of `reprsim.words`.
+data-defined words of `reprsim.text.words`.
 """
 
 from __future__ import annotations

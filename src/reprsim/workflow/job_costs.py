@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reprsim.config import grounding_dataset
-from reprsim.layers import reference_pairs
+from reprsim.tables.layers import reference_pairs
 from reprsim.workflow import brought, pair_work
 from reprsim.workflow import resources as r
 from reprsim.workflow.measures import pair_measures, with_draws

@@ -227,7 +227,7 @@ def compare_mem_mb(a: Mapping, b: Mapping, split: str, attempt: int, gram_budget
     or `compared`: words at word level); a measure built on n x n matrices (Gram-form CKA, mutual k-NN) may fill
     similarity.max_memory_gb (`gram_budget_gb`, 0 when none is configured). With a measure on `conditioned`
     features (an artefact control), the job holds one conditioned copy of both stacks and its own sides beside
-    the stored features' (reprsim.pair_engine: one conditioning at a time): a copy of the rows and of the n x n
+    the stored features' (reprsim.metrics.pair_engine: one conditioning at a time): a copy of the rows and of the n x n
     matrices more."""
     rows, split_rows_, widths = pair_sizes(a, b, split)
     compared = split_rows_ if compared is None else compared

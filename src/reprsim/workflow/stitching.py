@@ -16,7 +16,7 @@ import json
 from itertools import combinations
 from typing import Iterator, NamedTuple
 
-from reprsim.relations import cross_seed
+from reprsim.design.relations import cross_seed
 
 TRAINED = {"finetune": "classification", "pretrain": "language_modeling"}
 
@@ -108,7 +108,7 @@ def stitch_jobs(config: dict) -> list[StitchJob]:
 # ---- the universality study's functional sense (universality.function) ----------------------------------------
 class FunctionPlan(NamedTuple):
     """The stitch jobs of a study's functional sense: every level's, the floor's and the other reference seeds'
-    models into each reference model of another seed (reprsim.relations.cross_seed), and each reference seed into
+    models into each reference model of another seed (reprsim.design.relations.cross_seed), and each reference seed into
     itself; `left_out`: level label -> why its models are not stitched."""
 
     objective: str | None

@@ -16,7 +16,7 @@ from reprsim.aligners.evaluate import align_pair
 from reprsim.aligners.synthetic import synthetic_recovery
 from reprsim.io.logs import progress
 from reprsim.io.store import open_store, pooled_rows
-from reprsim.layers import layer_pairs
+from reprsim.tables.layers import layer_pairs
 
 ROLES = {"fit": "train", "select": "val", "score": "test"}
 

@@ -2,7 +2,7 @@
 
 The rows have the pair-table columns of :mod:`reprsim.stages.compare.pairs`, with representation
 "attention" and layer l meaning the attention maps of block l (1-based). Measures
-(docs/numerics.md §7a, :mod:`reprsim.attention`):
+(docs/numerics.md §7a, :mod:`reprsim.metrics.attention`):
 
 - head level (pearson, js, frobenius): the value is attnsim, the mean over one side's heads of the
   other side's best head (max for pearson, min for js and frobenius); asymmetric, so every layer
@@ -19,8 +19,8 @@ length is shared with another kept sentence, so that the permutation null can re
 Chance level: B's sentences re-paired, π(i) drawn within each group of equal length as a
 derangement (the same generator, after the subset), `permutations` draws; null_mean and null_std
 over the draws, null_p = (1 + #draws at least as good as the value) / (1 + draws). Interval:
-half-samples of the sentences (reprsim.resampling). Head-level measures compute each sentence
-pair's terms once (reprsim.attention.head_terms) for the observed pairing and every re-pairing,
+half-samples of the sentences (reprsim.inference.resampling). Head-level measures compute each sentence
+pair's terms once (reprsim.metrics.attention.head_terms) for the observed pairing and every re-pairing,
 and sum them over the sentences of a draw or a subset; distributed measures are recomputed on
 each re-paired or subsampled matrix.
 """
@@ -36,11 +36,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim import attention
+from reprsim.metrics import attention
 from reprsim.io.store import ATTENTION_ARRAYS, attention_maps, open_store, split_examples
 from reprsim.metrics import MEASURES, directed_layers
 from reprsim.metrics.api import check_params
-from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
+from reprsim.inference.resampling import METHOD, beyond_chance, half_samples, interval
 from reprsim.stages.compare.rows import check_same_rows
 
 HEAD_MEASURES = tuple(attention.MEASURES)  # pearson, js, frobenius
@@ -168,7 +168,7 @@ def _block_rows(starts: np.ndarray, sizes: np.ndarray, order: np.ndarray) -> np.
 
 def _attnsim(S: np.ndarray, kind: str, axis: int) -> np.ndarray:
     """attnsim of stacked head matrices S (..., H_a, H_b): axis −1 is A→B (for each head of A, the best
-    head of B; reprsim.attention.attnsim), −2 is B→A; NaN entries skipped, NaN when a head has none."""
+    head of B; reprsim.metrics.attention.attnsim), −2 is B→A; NaN entries skipped, NaN when a head has none."""
     defined = ~np.isnan(S)
     similarity = kind == "similarity"
     filled = np.where(defined, S, -np.inf if similarity else np.inf)

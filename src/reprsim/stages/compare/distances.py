@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.layers import model_depths
+from reprsim.tables.layers import model_depths
 from reprsim.metrics.distance import model_distance
-from reprsim.resampling import interval
+from reprsim.inference.resampling import interval
 
 COLUMNS = ["dataset", "representation", "measure", "depth", "model_a", "model_b", "distance", "ci_low", "ci_high"]
 
@@ -42,7 +42,7 @@ def model_distance_table(pairs: pd.DataFrame, label: str, replicates: pd.DataFra
                          confidence: float = 0.95) -> pd.DataFrame:
     """:func:`model_distances` as tidy rows, per dataset and representation: every ordered pair of
     models of equal depth (each model with itself at distance 0 included), with the half-sample
-    interval of the distance (the distance computed in every replicate, reprsim.resampling)."""
+    interval of the distance (the distance computed in every replicate, reprsim.inference.resampling)."""
     rows = []
     for (dataset, representation), table in pairs.groupby(["dataset", "representation"]):
         reps = replicates[(replicates["dataset"] == dataset) & (replicates["representation"] == representation)

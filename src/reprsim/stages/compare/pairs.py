@@ -4,7 +4,7 @@ Rows: dataset, representation, model_a, model_b, layer_a, layer_b, measure (the
 config's label), kind (similarity or distance), direction (symmetric, a->b: layer_a's
 side is X, b->a), split, n, params (JSON), value, n_permutations, null_mean, null_std,
 null_p (the permutation null: the chance level and p), ci_low, ci_high, n_resamples (the
-half-sample interval, reprsim.resampling), beyond_chance (the interval excludes null_mean on
+half-sample interval, reprsim.inference.resampling), beyond_chance (the interval excludes null_mean on
 the side of agreement), warning ("" or why the value is unreliable at this n), meta (JSON).
 
 Device and memory (similarity.device, similarity.max_memory_gb): both layer stacks are converted to
@@ -12,7 +12,7 @@ float64 on the job's device once, and every measure, null and interval runs ther
 work stays within the memory budget (reprsim.metrics.memory), which changes how they compute, not what.
 
 This module reads the rows (and each model's terms store) and names them; the measures, nulls and intervals are
-the pair engine's (reprsim.pair_engine.compare_stacks), which reprsim.compare also calls on arrays.
+the pair engine's (reprsim.metrics.pair_engine.compare_stacks), which reprsim.compare also calls on arrays.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 
 from reprsim.io.device import resolve_device, slurm_allocated_no_gpu
 from reprsim.io.store import open_store, pooled_rows
-from reprsim.pair_engine import DEFAULT_INTERVALS, compare_stacks
+from reprsim.metrics.pair_engine import DEFAULT_INTERVALS, compare_stacks
 from reprsim.stages.compare.rows import check_same_rows, split_rows_digest, word_matrices
 from reprsim.stages.compare.terms import stored_sides
 
@@ -64,7 +64,7 @@ def compare_pair(
     `measures` maps a label to {measure, params, null_permutations, resamples}; `chance` is
     similarity.chance ({permutations, seed}: the permutation null), `intervals` similarity.intervals ({resamples,
     confidence, seed}). The row subsets depend only on n and the seed, so replicate r of every
-    pair job of one split rests on the same rows (reprsim.resampling). Maps between the two
+    pair job of one split rests on the same rows (reprsim.inference.resampling). Maps between the two
     spaces are the align stage's business (:mod:`reprsim.stages.align`).
 
     `representation` "word" compares word rows (:func:`word_matrices`; `words` is similarity.word:

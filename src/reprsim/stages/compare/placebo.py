@@ -13,7 +13,7 @@ import torch
 
 from reprsim.io.store import open_store, pooled_rows
 from reprsim.metrics.reduction import reduce_stack
-from reprsim.pair_engine import DEFAULT_INTERVALS, compare_stacks
+from reprsim.metrics.pair_engine import DEFAULT_INTERVALS, compare_stacks
 from reprsim.stages.compare.pairs import pair_device
 from reprsim.stages.compare.rows import check_same_rows, split_rows_digest
 from reprsim.stages.compare.terms import stored_sides

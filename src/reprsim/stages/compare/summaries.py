@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reprsim.layers import layer_pairs, model_depths
-from reprsim.resampling import beyond_chance, interval
+from reprsim.tables.layers import layer_pairs, model_depths
+from reprsim.inference.resampling import beyond_chance, interval
 
 KEYS = ["dataset", "representation", "model_a", "model_b"]
 
 
 def matching_layers(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Rows of distinct models at matching layers: the same relative depth (reprsim.layers), so
+    """Rows of distinct models at matching layers: the same relative depth (reprsim.tables.layers), so
     models of different depth are compared too."""
     depths = model_depths(pairs)
     models = pairs[["model_a", "model_b"]].drop_duplicates()

@@ -24,17 +24,17 @@ from reprsim.io.device import describe, resolve_device
 from reprsim.io.integrity import CorruptOutputError
 from reprsim.io.store import constant_layers, open_store, pooled_rows
 from reprsim.io.terms import read_terms, write_terms
-from reprsim import conditioning
+from reprsim.design import conditioning
 from reprsim.metrics import cka, prepared
-from reprsim.resampling import half_samples
-from reprsim.pair_engine import on_device
+from reprsim.inference.resampling import half_samples
+from reprsim.metrics.pair_engine import on_device
 from reprsim.stages.compare.rows import chosen_words, model_word_rows, rows_digest, split_rows_digest
 from reprsim.workflow.pair_work import GRAM_STORE_BYTES
 
 
 def families(measures: dict[str, dict]) -> list[str]:
     """The side families of the configured measures (reprsim.metrics.prepared.family), each once. A conditioned
-    measure's sides rest on conditioned rows, which its pair job prepares itself (reprsim.pair_engine)."""
+    measure's sides rest on conditioned rows, which its pair job prepares itself (reprsim.metrics.pair_engine)."""
     keys = {prepared.family(spec["measure"], spec.get("params", {})) for spec in measures.values()
             if conditioning.is_none(spec)}
     return sorted(key for key in keys if key is not None)

@@ -9,7 +9,7 @@ whatever the number of tokens.
 (the columns of :mod:`reprsim.stages.compare.pairs`' pair table):
 
 - n is the number of tokens used (whole batches; the remainder is dropped and reported);
-- the interval comes from half-samples of the batches (:mod:`reprsim.resampling`): each batch's
+- the interval comes from half-samples of the batches (:mod:`reprsim.inference.resampling`): each batch's
   HSIC₁ terms are kept, so the CKA of a subset of batches is a sum away;
 - the chance level is the same minibatch CKA with B's batches paired to A's shifted by s batches
   (batch b of A with batch (b + s) mod T of B, T batches), for a few shifts s spread over 1..T−1: the
@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim import best_match
+from reprsim.inference import best_match
 from reprsim.io.logs import progress
 from reprsim.io.store import open_store, split_examples
 from reprsim.metrics.cka import MinibatchHSIC
-from reprsim.resampling import beyond_chance, half_samples, interval
+from reprsim.inference.resampling import beyond_chance, half_samples, interval
 
 NULL = "batch-shifted pairing: batch b of A with batch (b + s) mod T of B, for each shift s"
 INTERVAL = "half-sample of batches (m = T/2 batches without replacement), t interval from their spread"
@@ -168,7 +168,7 @@ def _cka(cross: torch.Tensor, self_x: torch.Tensor, self_y: torch.Tensor) -> np.
 
 
 def _best_matches(value: np.ndarray, draws: np.ndarray | None, accumulator, batches: int, intervals: dict) -> dict:
-    """Each layer of A's best match in B, as the pair tables give it (reprsim.best_match): the p of the best against
+    """Each layer of A's best match in B, as the pair tables give it (reprsim.inference.best_match): the p of the best against
     the shifted pairings' best (each shift pairs every layer pair alike), and the layer chosen on half the batches,
     its value and interval on the other half (half-samples of those batches; 8 batches at least)."""
     out = {column: np.zeros(value.shape, dtype=bool) if column in ("is_best", "split_best") else

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reprsim.dataset_labels import UNLABELLED, dataset_is_labelled
+from reprsim.design.dataset_labels import UNLABELLED, dataset_is_labelled
 from reprsim.io.outputs import atomic_directory, write_json, write_parquet
 from reprsim.io.provenance import file_checksums
-from reprsim.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
-from reprsim.segmentation import WORD_PATTERN, segment_pair
+from reprsim.design.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
+from reprsim.text.segmentation import WORD_PATTERN, segment_pair
 from reprsim.stages.data.parts import check_part, take_part
 from reprsim.stages.data.validate import (
     SHOWN_ROWS,
@@ -349,14 +349,14 @@ def _load(name: str, spec: dict) -> tuple[dict[str, pd.DataFrame], dict[str, Ori
 WORDS_META = {
     "column": "word_spans",
     "layout": "flattened (sequence, start, end) triples: sequence 0 = text, 1 = text_pair; character spans",
-    "segmentation": "reprsim.words.segment_pair",
+    "segmentation": "reprsim.text.words.segment_pair",
     "pattern": WORD_PATTERN.pattern,
 }
 
 
 def with_words(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with the words of every row recorded (columns word_spans and n_words), so every model's
-    tokens map onto the same words (reprsim.words; docs/numerics.md, "Words")."""
+    tokens map onto the same words (reprsim.text.words; docs/numerics.md, "Words")."""
     pairs = frame["text_pair"] if "text_pair" in frame else pd.Series([None] * len(frame), index=frame.index)
     spans = [np.asarray(segment_pair(text, None if pd.isna(pair) else pair), dtype=np.int64).reshape(-1)
              for text, pair in zip(frame["text"], pairs)]

@@ -15,7 +15,7 @@ files) and the fix):
 - a train split with a single class.
 
 Unlabelled text (a local or hub dataset whose columns name no label) skips every label check: its rows' label is
-reprsim.dataset_labels.UNLABELLED (-1) and meta["labelled"] is false; the stages that need labels refuse it in the configuration check.
+reprsim.design.dataset_labels.UNLABELLED (-1) and meta["labelled"] is false; the stages that need labels refuse it in the configuration check.
 
 Label policy without label_names: the distinct values become the classes in sorted order, numeric
 order for numbers and numeric strings ("2" < "10"), text order otherwise ("negative" < "positive");

@@ -16,12 +16,12 @@ Store layout (layer 0 = embeddings, layer l = output of block l):
 
 Detail splits (extraction.detail_splits) also get, per example (others own zero entries):
 
-    words/hidden            (n_layers+1, n_words, d)       one row per data word (reprsim.words), NaN
+    words/hidden            (n_layers+1, n_words, d)       one row per data word (reprsim.text.words), NaN
                                                            for a word no token reached (truncation)
     words/offsets           (n_examples+1,)
     attention/maps          (n_layers, heads, Σ t_i²)      with extraction.attention: layer l+1's maps of
     attention/offsets       (n_examples+1,)                example i, maps[l, :, o[i]:o[i+1]] = (heads, t_i, t_i)
-    attention/word_maps     (n_layers, heads, Σ w_i²)      word-level maps (reprsim.words.aggregate_attention);
+    attention/word_maps     (n_layers, heads, Σ w_i²)      word-level maps (reprsim.text.words.aggregate_attention);
     attention/word_offsets  (n_examples+1,)                all NaN for an example with a word no token reached
 
 The store is written under a temporary name and renamed into place when
@@ -60,7 +60,7 @@ from reprsim.io.outputs import atomic_directory
 from reprsim.io.provenance import versions
 from reprsim.io.store import ACTIVATION_ARRAY, CHECKSUMS, COMPRESSORS, array_checksums
 from reprsim.nets.loading import load_encoder, load_tokenizer, n_layers
-from reprsim.pooling import POOLINGS, pool
+from reprsim.nets.pooling import POOLINGS, pool
 from reprsim.stages.extract.batching import (
     batch_inputs,
     padding_summary,
@@ -68,7 +68,7 @@ from reprsim.stages.extract.batching import (
     sorting,
 )
 from reprsim.stages.extract.writer import BackgroundWriter
-from reprsim.words import aggregate_attention, aggregate_hidden, token_words
+from reprsim.text.words import aggregate_attention, aggregate_hidden, token_words
 
 STORAGE_DTYPES = ("float16", "float32")
 
@@ -137,7 +137,7 @@ def collect_examples(dataset_dir: str | Path, splits: list[str], max_examples: i
 
 def tokenize(tokenizer, examples: pd.DataFrame, max_length: int) -> tuple[list[list[int]], list[np.ndarray]]:
     """Token ids (truncated to max_length, special tokens included) and each token's data word
-    (reprsim.words.token_words on the dataset's word_spans: -1 for special tokens; all -1 when the
+    (reprsim.text.words.token_words on the dataset's word_spans: -1 for special tokens; all -1 when the
     tokenizer reports no character offsets or the dataset records no words)."""
     texts = examples["text"].tolist()
     pairs = examples["text_pair"].tolist() if examples["text_pair"].notna().any() else None

@@ -5,7 +5,7 @@ for a difference), or a t interval over fine-tuned models when there are enough 
 
 from __future__ import annotations
 
-from reprsim.relations import finetuned_from
+from reprsim.design.relations import finetuned_from
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.intervals import MIN_UNITS, correct_count, newcombe, t_interval
 from reprsim.stages.findings.table import Claim, judged, not_applicable

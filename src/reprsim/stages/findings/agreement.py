@@ -6,7 +6,7 @@ A measure's series: its values with distances negated, and an asymmetric measure
 measure has one value per cell in one orientation. Two scopes: every compared cell (model pair × layer pair;
 a model's layer with itself left out, where every measure gives its identity value) and the model pairs
 (two distinct models; the mean over matching layers, as the pair summary). Intervals: the statistic on the
-estimates and on each shared replicate, t interval (reprsim.resampling), as every finding.
+estimates and on each shared replicate, t interval (reprsim.inference.resampling), as every finding.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reprsim.layers import layer_pairs, model_depths
-from reprsim.pair_series import BLOCK, CELL, oriented
-from reprsim.resampling import interval
+from reprsim.tables.layers import layer_pairs, model_depths
+from reprsim.tables.pair_series import BLOCK, CELL, oriented
+from reprsim.inference.resampling import interval
 
 STATISTICS = ("kendall_tau_b", "spearman_rho")
 AGREEMENT_COLUMNS = ["dataset", "representation", "scope", "measure_x", "measure_y", "statistic", "estimate",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.layers import layer_pairs
-from reprsim.resampling import half_samples, interval, subsample_size
+from reprsim.tables.layers import layer_pairs
+from reprsim.inference.resampling import half_samples, interval, subsample_size
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.table import Claim, judged, not_applicable
 

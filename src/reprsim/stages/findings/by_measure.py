@@ -11,9 +11,9 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
-from reprsim.grounding_failures import failed_grounding
+from reprsim.tables.grounding import failed_grounding
 from reprsim.measure_registry import FAMILIES, MEASURES
-from reprsim.pair_series import oriented
+from reprsim.tables.pair_series import oriented
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
 from reprsim.stages.findings.profiles import adjacent_layers, finetuning_changes_upper_layers, lower_layers_across_seeds

@@ -1,9 +1,9 @@
 """Cells of the pair tables (one value per model pair, layer pair, measure, direction) with their
-half-sample replicates, and statistics over them with intervals (reprsim.resampling).
+half-sample replicates, and statistics over them with intervals (reprsim.inference.resampling).
 
 Replicate r of every pair job of one dataset and split rests on the same rows, so a statistic
 that combines cells (a difference between layers, between model pairs) is computed on the
-estimates and on each replicate alike, and gets the t interval of reprsim.resampling.
+estimates and on each replicate alike, and gets the t interval of reprsim.inference.resampling.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from reprsim.resampling import interval
+from reprsim.inference.resampling import interval
 from reprsim.stages.findings.intervals import MIN_UNITS, t_interval
 
 KEY = ("model_a", "model_b", "layer_a", "layer_b")

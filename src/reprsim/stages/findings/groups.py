@@ -7,9 +7,9 @@ import warnings
 
 import numpy as np
 
-from reprsim.layers import layer_pairs, model_depths
-from reprsim.relations import groups
-from reprsim.resampling import interval
+from reprsim.tables.layers import layer_pairs, model_depths
+from reprsim.design.relations import groups
+from reprsim.inference.resampling import interval
 from reprsim.stages.findings.cells import cell, replicate_method, select
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS

@@ -4,8 +4,8 @@ changing the upper layers most."""
 
 from __future__ import annotations
 
-from reprsim.layers import model_depths
-from reprsim.relations import finetuned_from, seed_pairs
+from reprsim.tables.layers import model_depths
+from reprsim.design.relations import finetuned_from, seed_pairs
 from reprsim.stages.findings.cells import cell, mean_difference, mean_of_units, select, weighted
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.table import Claim, judged, not_applicable

@@ -1,7 +1,7 @@
 """Claims from model stitching (Brown et al. 2023; Bansal et al. 2021), read from the stitching table and
 its half-sample replicates: identity-stitching penalties between differently fine-tuned models grow with
 depth; stitching penalties are asymmetric between models of different kinds. Both statistics are linear in
-the cells' penalties and get their intervals from the replicates (reprsim.stitching_tables)."""
+the cells' penalties and get their intervals from the replicates (reprsim.tables.stitching)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 from itertools import combinations
 from typing import Mapping
 
-from reprsim.layers import matching_layer
-from reprsim.stitching_tables import Cell, Penalties, difference_weights, learned_phi, main_metric, matched_cells, \
+from reprsim.tables.layers import matching_layer
+from reprsim.tables.stitching import Cell, Penalties, difference_weights, learned_phi, main_metric, matched_cells, \
     penalties, phis, summary_phi
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.table import Claim, judged, not_applicable

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.blocks import block_structure
-from reprsim.layers import model_depths
-from reprsim.relations import finetuned_from
+from reprsim.tables.blocks import block_structure
+from reprsim.tables.layers import model_depths
+from reprsim.design.relations import finetuned_from
 from reprsim.stages.findings.cells import Cells, cell, mean_of_units, select
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
@@ -20,7 +20,7 @@ TWO_BLOCKS = Claim(
     "Phang et al. 2021, §3 (FT–FT vs ORIG–ORIG, Figure 2)",
     "mean over fine-tuned models of [block contrast of FT–FT − block contrast of ORIG–ORIG], where the "
     "block contrast of a layer × layer CKA matrix is max over splits s of (mean within blocks − mean "
-    "across blocks), off the diagonal (reprsim.blocks)")
+    "across blocks), off the diagonal (reprsim.tables.blocks)")
 
 
 def _contrast(cells: Cells, model: str, depth: int):

@@ -6,7 +6,7 @@ ORIG–ORIG, FT–ORIG (FT's layers on the first axis), FT–FT and FT[a]–FT[b
 sibling fine-tuned from the same base with a different seed. The values come from the compare stage's pair
 jobs of representation "cls" (rule compare_pair), so each has its chance level (permutation null) and its
 half-sample interval like every other similarity. Fine-tuned models show a block-diagonal structure;
-:func:`reprsim.blocks.block_structure` finds where the blocks meet. A layer whose first-token rows are all
+:func:`reprsim.tables.blocks.block_structure` finds where the blocks meet. A layer whose first-token rows are all
 the same vector has no defined CKA and shows as NaN.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.blocks import block_structure
+from reprsim.tables.blocks import block_structure
 from reprsim.io.tables import read_tables
-from reprsim.resampling import interval
+from reprsim.inference.resampling import interval
 
 POOLING = "cls"
 COLUMNS = ["value", "null_mean", "null_std", "null_p", "ci_low", "ci_high", "beyond_chance", "n_permutations",
@@ -72,7 +72,7 @@ def view_matrix(table: pd.DataFrame, view: str, column: str = "value") -> np.nda
 def block_summary(table: pd.DataFrame, replicates: pd.DataFrame | None = None,
                   confidence: float = 0.95) -> pd.DataFrame:
     """Block structure of the ORIG–ORIG and FT–FT views of every model in a layer-views table: the best split and
-    its contrast (reprsim.blocks), the contrast's half-sample interval (the best split's contrast in every
+    its contrast (reprsim.tables.blocks), the contrast's half-sample interval (the best split's contrast in every
     replicate, when `replicates` are given) and the contrast of the chance levels (the matrix of null means)."""
     rows = []
     for model, own in table.groupby("model"):

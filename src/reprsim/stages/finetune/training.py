@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from reprsim import perturbations
+from reprsim.design import perturbations
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.device import describe
 from reprsim.nets.classifiers import (
@@ -52,7 +52,7 @@ def freeze(model, spec: dict | None) -> list[str]:
 
 
 def perturbed_train(train: pd.DataFrame, spec: dict, n_labels: int) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The train split with the spec's perturbations (ReSi's tests 3-5; reprsim.perturbations), and the
+    """The train split with the spec's perturbations (ReSi's tests 3-5; reprsim.design.perturbations), and the
     record of what was done (meta.json's keys label_noise, shortcut, augment: null when not set).
 
     Label noise changes the labels; the shortcut token follows the TRUE labels; augmentation runs after

@@ -29,7 +29,7 @@ Every test is computed on all rows (the score) and on each half-sample of them (
 of the measure on the same row subsets as every pair job's interval, read from the pair jobs' tables where they
 computed them (reprsim.stages.grounding.pair_tables: the monotonicity cells, the last layers of two models), else
 from reprsim.metrics.api; the functional side (probe accuracy, output differences) on the same subsets, and the
-interval is reprsim.resampling.interval's. The interval covers the rows; the item-level null
+interval is reprsim.inference.resampling.interval's. The interval covers the rows; the item-level null
 (reprsim.stages.grounding.nulls) covers the choice of items; a pass needs both.
 """
 
@@ -49,8 +49,8 @@ from reprsim.io.datasets import read_meta
 from reprsim.io.store import constant_layers, open_store, split_examples
 from reprsim.measure_registry import MEASURES
 from reprsim.metrics import api
-from reprsim.relations import recipe, seed_families
-from reprsim.resampling import half_samples, interval, subsample_size
+from reprsim.design.relations import recipe, seed_families
+from reprsim.inference.resampling import half_samples, interval, subsample_size
 from reprsim.stages.grounding import nulls, pair_tables
 from reprsim.stages.grounding import probes as probes_module
 from reprsim.stages.grounding import scores

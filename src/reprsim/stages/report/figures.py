@@ -5,7 +5,7 @@ rule's inputs to the tidy tables they hold, and the figure only draws them (what
 shows is computed by the stage that wrote the table). Every figure states what it shows in
 its title and axis labels, so it reads without a legend hunt. Similarity heatmaps share one
 colour scale (0 to 1). The layer × layer heatmaps and the model × model summary draw their panels with
-reprsim.drawing, the drawing code reprsim.plots shares (a figure drawn from Python reads as the report's).
+reprsim.plotting.drawing, the drawing code reprsim.plotting.plots shares (a figure drawn from Python reads as the report's).
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reprsim import drawing
+from reprsim.plotting import drawing
 # chance_text and not_beyond_chance stay reachable here, where the report's tests and readers found them
-from reprsim.drawing import (CHANCE_HATCH, CHANCE_NOTE, FAMILIES, FAMILY_ORDER, MEASURE_LABELS, chance_text,  # noqa: F401
+from reprsim.plotting.drawing import (CHANCE_HATCH, CHANCE_NOTE, FAMILIES, FAMILY_ORDER, MEASURE_LABELS, chance_text,  # noqa: F401
                              not_beyond_chance)
-from reprsim.drawing import cell_text as _cell_text
-from reprsim.drawing import colours as _colours
-from reprsim.drawing import hatch as _hatch
-from reprsim.drawing import text_colour as _text_colour
-from reprsim.drawing import two as _two
+from reprsim.plotting.drawing import cell_text as _cell_text
+from reprsim.plotting.drawing import colours as _colours
+from reprsim.plotting.drawing import hatch as _hatch
+from reprsim.plotting.drawing import text_colour as _text_colour
+from reprsim.plotting.drawing import two as _two
 from reprsim.io.outputs import atomic_file
-from reprsim.layers import matching_layer
+from reprsim.tables.layers import matching_layer
 from reprsim.measure_registry import MEASURES as REGISTRY
-from reprsim.senses import SENSES
+from reprsim.design.senses import SENSES
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
-from reprsim.stitching_tables import first_seed, main_metric, penalty_text, phis, summary_phi
+from reprsim.tables.stitching import first_seed, main_metric, penalty_text, phis, summary_phi
 
 Tables = dict[str, pd.DataFrame]
 
@@ -941,7 +941,7 @@ def universality_matrix(tables: Tables, out_path: str | Path, confidence: float 
 
 
 def senses_matrix(tables: Tables, out_path: str | Path, confidence: float = 0.95, columns: int = 3) -> None:
-    """In which sense: per sense of similarity that the study measures (reprsim.senses' order), each factor level's
+    """In which sense: per sense of similarity that the study measures (reprsim.design.senses' order), each factor level's
     u (pooled over the sense's grounded measures; for the functional sense the share of the stitching penalty) in
     each third of the reference's layers, coloured by its verdict; the first row the seed siblings against identical
     copies (u = 1: identical, 0: the floor). A cell not measured says so; the senses no cell measures are left out

@@ -36,14 +36,14 @@ from reprsim.io.datasets import read_meta
 from reprsim.io.outputs import write_text
 from reprsim.io.provenance import versions
 from reprsim.io.store import open_store
-from reprsim.best_match import table as best_match_table
+from reprsim.inference.best_match import table as best_match_table
 from reprsim.io.tables import read_table, read_tables
-from reprsim.layers import matching_layer
+from reprsim.tables.layers import matching_layer
 from reprsim.measure_registry import DISPLAY_NAMES, FAMILIES
-from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW
+from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICT_RULES, UNIVERSALITY_VERDICTS, representation_text
 from reprsim.stages.report.render import render_page
-from reprsim.stitching_tables import asymmetry as stitching_asymmetry
+from reprsim.tables.stitching import asymmetry as stitching_asymmetry
 
 Paths = tuple[str, ...]
 PARAMS = ("title", "task_metrics", "split", "confidence", "measures", "attention_measures", "pages", "grounding_tests")
@@ -546,7 +546,7 @@ def pair_details(inputs: ReportInputs) -> dict | None:
 
 def _best_matches(inputs: ReportInputs) -> dict[tuple, pd.DataFrame]:
     """Per (representation, dataset, model_a, model_b): each layer of A's best match in B, for reading
-    (reprsim.best_match): the all-row choice with its own p and the selection-corrected p, and the layer chosen on
+    (reprsim.inference.best_match): the all-row choice with its own p and the selection-corrected p, and the layer chosen on
     half the rows with its value and interval on the other half."""
     if not inputs.pairs:
         return {}

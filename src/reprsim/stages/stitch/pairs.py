@@ -2,7 +2,7 @@
 layer pair and for each stitching map φ, trained (φ only) and scored (Bansal et al. 2021; Brown
 et al. 2023). docs/numerics.md §12a has the conventions; in short:
 
-- layers: l = 1..L_f (after each block); m = round(l·L_g/L_f) (reprsim.layers.matching_layer: "matching"
+- layers: l = 1..L_f (after each block); m = round(l·L_g/L_f) (reprsim.tables.layers.matching_layer: "matching"
   relative depth) or
   every m = 1..L_g ("all"), every m = 0..L_g from f's layers at its relative depth ("reference": the universality
   study's functional sense), or explicit [l, m] pairs;
@@ -34,10 +34,10 @@ from transformers import AutoConfig, get_constant_schedule_with_warmup, get_line
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
-from reprsim.layers import matching_layer, reference_pairs
+from reprsim.tables.layers import matching_layer, reference_pairs
 from reprsim.nets.loading import load_causal_lm, load_classifier, load_encoder, load_tokenizer, n_layers
 from reprsim.nets.streams import model_inputs, residual_stream, streams_and_output
-from reprsim.resampling import METHOD, half_samples, interval, subsample_size
+from reprsim.inference.resampling import METHOD, half_samples, interval, subsample_size
 from reprsim.stages.stitch.objectives import HIGHER_IS_BETTER, OBJECTIVES, Classification, LanguageModeling
 from reprsim.stages.stitch.stitched import (
     PHI_KINDS,
@@ -69,7 +69,7 @@ BROWN_OPTIMIZER = {"name": "sgd_nesterov", "learning_rate": 1.0, "momentum": 0.9
 
 def layer_pairs(layers, depth_a: int, depth_b: int) -> list[tuple[int, int]]:
     """(l, m) pairs: "matching" relative depth, "reference" (every top layer m = 0..L_g, from the bottom layer at
-    the same relative depth, or the two around it: reprsim.layers.reference_pairs, as the universality study
+    the same relative depth, or the two around it: reprsim.tables.layers.reference_pairs, as the universality study
     reads them), "all" (every l, every m), or explicit pairs."""
     if layers == "matching":
         return [(l, matching_layer(l, depth_a, depth_b)) for l in range(1, depth_a + 1)]

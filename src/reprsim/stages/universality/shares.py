@@ -7,16 +7,16 @@ For a measure, a reference layer l (of the reference recipe's depth L) and a fac
 S_seeds is the mean similarity of the reference's seed siblings at layer l; S_V the mean similarity of V's models
 with the reference models of other seeds (a shared seed can mean a shared initialisation, or for a checkpoint the
 same run, which no factor undoes), each V model met at the same relative depth as l (between two of its layers:
-their values interpolated, :func:`reprsim.layers.matching_weights`); S_floor the same for the floor models (untrained
-copies of the reference architecture). Values are the pair tables' similarity-oriented series (reprsim.pair_series:
+their values interpolated, :func:`reprsim.tables.layers.matching_weights`); S_floor the same for the floor models (untrained
+copies of the reference architecture). Values are the pair tables' similarity-oriented series (reprsim.tables.pair_series:
 a distance negated, asymmetric directions averaged); the ratio is the same in either orientation. u = 1: as alike
 as another seed; u = 0: no more alike than the floor. A depth group (lower, middle, upper third of the reference's
 layers by relative depth) averages each term over its layers, then takes the ratio.
 
-Two intervals, both Fieller's for a ratio (:func:`reprsim.resampling.fieller`), from the covariance of numerator
+Two intervals, both Fieller's for a ratio (:func:`reprsim.inference.resampling.fieller`), from the covariance of numerator
 and denominator:
 
-- **rows only**: replicate r of every pair job rests on the same rows (reprsim.resampling), so every term is
+- **rows only**: replicate r of every pair job rests on the same rows (reprsim.inference.resampling), so every term is
   recomputed on replicate r's rows; their covariance says how u moves with the rows for these models;
 - **seeds and rows**: besides, the reference's, the level's and the floor's models are each resampled with
   replacement, `seed_draws` times, one group at a time at all rows (a couple weighs the product of its two models'
@@ -37,8 +37,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from reprsim.layers import matching_weights
-from reprsim.resampling import fieller, interval, satterthwaite, scale
+from reprsim.tables.layers import matching_weights
+from reprsim.inference.resampling import fieller, interval, satterthwaite, scale
 
 THIRDS = ("lower", "middle", "upper")
 VERDICTS = ("as similar as seeds", "more similar than seeds", "less similar", "no more similar than the floor",
@@ -129,7 +129,7 @@ def _grids(series: pd.DataFrame, replicate_series: pd.DataFrame, shape_of) -> tu
 
 def pair_arrays(series: pd.DataFrame, replicate_series: pd.DataFrame, measure: str,
                 null_series: pd.DataFrame | None = None) -> tuple[PairArrays, PairArrays | None]:
-    """One measure's series (reprsim.pair_series.oriented, one dataset and representation) as arrays per pair; and,
+    """One measure's series (reprsim.tables.pair_series.oriented, one dataset and representation) as arrays per pair; and,
     given the oriented chance levels, theirs (constant over replicates: the null is computed on all rows)."""
     mine = series[series["measure"] == measure]
     reps = replicate_series[replicate_series["measure"] == measure]
@@ -175,7 +175,7 @@ class Term:
 def term(arrays: PairArrays, couples: Sequence[tuple[str, str]], depths: Mapping[str, int],
          reference_depth: int) -> Term:
     """Each (model, reference model) couple's similarity at each reference layer 0..L, the model met at the same
-    relative depth (:func:`reprsim.layers.matching_weights`: one layer, or two interpolated)."""
+    relative depth (:func:`reprsim.tables.layers.matching_weights`: one layer, or two interpolated)."""
     if not couples:
         raise ValueError("a term needs at least one couple of models")
     layers = np.arange(reference_depth + 1)
@@ -305,7 +305,7 @@ def pooled(measures: Sequence[Terms], layers: np.ndarray) -> Terms:
     same rows in every measure and seed draw b on the same models, so the sum's replicates carry the measures'
     covariance, and :func:`share` gives the pooled u Fieller's interval as it gives one measure's. Replicates
     beyond the fewest any measure has are dropped (a measure's first R replicates are the same half-samples at any
-    R: reprsim.resampling.half_samples)."""
+    R: reprsim.inference.resampling.half_samples)."""
     if not measures:
         raise ValueError("pooling needs at least one measure")
     resamples = min(terms.variant[1].shape[0] for terms in measures)

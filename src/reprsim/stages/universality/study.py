@@ -1,6 +1,6 @@
 """The universality study's tables: for each factor level, measure and depth the share u of seed-level
 similarity that survives (reprsim.stages.universality.shares), beside each level's quality; the same per sense of
-similarity (reprsim.senses: the grounded measures of one sense pooled), with a row for how near to identical the
+similarity (reprsim.design.senses: the grounded measures of one sense pooled), with a row for how near to identical the
 seed siblings come; the convergence of cross-seed similarity over training time (Huh et al. 2024); and the
 statement written out from them."""
 
@@ -13,14 +13,14 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from reprsim.conditioning import describe as describe_conditioning, parse as parse_conditioning
-from reprsim.grounding_failures import failed_grounding
-from reprsim.layers import model_depths
+from reprsim.design.conditioning import describe as describe_conditioning, parse as parse_conditioning
+from reprsim.tables.grounding import failed_grounding
+from reprsim.tables.layers import model_depths
 from reprsim.measure_registry import MEASURES
-from reprsim.pair_series import oriented
-from reprsim.relations import also_changes, competence_checkpoints, cross_seed
-from reprsim.resampling import interval
-from reprsim.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES, sense_of
+from reprsim.tables.pair_series import oriented
+from reprsim.design.relations import also_changes, competence_checkpoints, cross_seed
+from reprsim.inference.resampling import interval
+from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES, sense_of
 from reprsim.stages.universality.shares import (SEED_DRAWS, Term, Terms, depth_groups, null_share, pair_arrays,
                                                 pooled, share, stitch_arrays, term)
 
@@ -72,7 +72,7 @@ class Study:
     seed_draws: int = SEED_DRAWS
     seed: int = 0
     params: Mapping[str, Mapping] | None = None  # label -> the measure's params (its sense may depend on them)
-    # label -> its conditioning (reprsim.conditioning) for the measures on conditioned features: artefact
+    # label -> its conditioning (reprsim.design.conditioning) for the measures on conditioned features: artefact
     # controls, each read against its twin (the same measure and params on the stored features), not pooled
     conditionings: Mapping[str, Mapping] | None = None
 
@@ -143,8 +143,8 @@ class Study:
 def with_dimension_placebos(factors: Mapping[str, Mapping[str, list[str]]], specs: Mapping[str, Mapping],
                             metas: Mapping[str, Mapping], placebos: Sequence[tuple[str, Mapping[str, str]]]):
     """(factors, specs, metas) with each dimension placebo (level label, {reference seed: its reduced copy's name};
-    reprsim.dimension_placebo.DimensionPlacebo) a level of factor "dimension": each copy stands in for a model with its
-    seed's spec (so that it never meets its own seed, reprsim.relations.cross_seed) and its seed's fit."""
+    reprsim.design.dimension_placebo.DimensionPlacebo) a level of factor "dimension": each copy stands in for a model with its
+    seed's spec (so that it never meets its own seed, reprsim.design.relations.cross_seed) and its seed's fit."""
     if not placebos:
         return factors, specs, metas
     copies = {name: seed for _, names in placebos for seed, name in names.items()}
@@ -212,7 +212,7 @@ def _competence(models: Sequence[str], reference: Sequence[str], competence: Map
 def _matched_step(factor: str, level: str, steps: Mapping[int, list[str]], study: Study,
                   metas: Mapping[str, Mapping], competence: Mapping[str, Mapping]):
     """(label, the level's models at the checkpoint whose competence is nearest the reference seeds', what was
-    matched) for a level with checkpoints (reprsim.relations.competence_checkpoints): on the shared probe's accuracy
+    matched) for a level with checkpoints (reprsim.design.relations.competence_checkpoints): on the shared probe's accuracy
     where every candidate and reference model was probed, else, where the level keeps the reference's objective, on
     the fit (nats below the unigram reference); the models None where the final ones are nearest, None where
     nothing compares."""
@@ -687,7 +687,7 @@ def convergence_sentence(claims: pd.DataFrame, lead: str) -> str:
 
 def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
               senses: pd.DataFrame | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The study written out. First the answers (reprsim.senses.ANSWER_TOPICS, at most ten sentences): the
+    """The study written out. First the answers (reprsim.design.senses.ANSWER_TOPICS, at most ten sentences): the
     resolution the seed placebo gives; how near to identical the seed siblings come in each sense; per sense of
     similarity, the question and each level's verdicts over the thirds; which artefact controls changed a verdict;
     convergence over training time. Then one quotable sentence per factor level: u with its interval in each third
@@ -760,7 +760,7 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         if match:  # the level at the checkpoint nearest the reference's competence (or the note that it is final)
             text += f" Competence {match}."
         confound = rows["also_changes"].iloc[0]
-        if confound:  # a declared confound (reprsim.relations.CONFOUNDS): the level is not one change
+        if confound:  # a declared confound (reprsim.design.relations.CONFOUNDS): the level is not one change
             text += (f" This level changes {confound} as well: its u is that of both changes together, not of the "
                      f"{FACTOR_NAMES.get(factor, factor)} alone.")
         note = rows["quality_note"].iloc[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from reprsim.measure_registry import DISPLAY_NAMES
-from reprsim.senses import AGAINST_IDENTITY, SEEDS_ROW
+from reprsim.design.senses import AGAINST_IDENTITY, SEEDS_ROW
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED_DIR = ROOT / "docs" / "recorded-run"

@@ -6,7 +6,7 @@ map φ, seed and metric; its replicates table the same cells' penalties on each 
 evaluation rows. Every job of one dataset draws the same half-samples (same n, same seed), so
 replicate r of a → b, of b → a and of a → a rest on the same rows: a statistic that combines jobs (one
 direction against the other, a pair against f's self-stitch) is computed on the estimates and on each
-replicate alike and gets its interval from :func:`reprsim.resampling.interval`.
+replicate alike and gets its interval from :func:`reprsim.inference.resampling.interval`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reprsim.resampling import interval
+from reprsim.inference.resampling import interval
 
 Cell = tuple[str, str, int, int]  # (f, g, l, m): bottom model, top model, layer of f, layer of g
 KEY = ["model_a", "model_b", "layer_a", "layer_b"]

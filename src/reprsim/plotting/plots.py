@@ -2,7 +2,7 @@
 measure) and :func:`plot_models` (the model × model summary of one measure), drawn from a pair table of
 reprsim.compare or reprsim.compare_many (or the workflow's pairs.parquet, one dataset and representation).
 
-Both draw through reprsim.drawing, the code that draws the workflow report's heatmaps and model summary
+Both draw through reprsim.plotting.drawing, the code that draws the workflow report's heatmaps and model summary
 (reprsim.stages.report.figures), so a figure made here marks chance and intervals exactly as the report does:
 each value in its cell, cells whose interval does not exclude the chance level hatched, the chance level (the
 permutation null mean) in the panel's title, undefined cells "n/a". Each returns the matplotlib Figure (created
@@ -20,9 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reprsim import drawing
-from reprsim.layers import layer_pairs, model_depths
-from reprsim.resampling import beyond_chance, interval
+from reprsim.plotting import drawing
+from reprsim.tables.layers import layer_pairs, model_depths
+from reprsim.inference.resampling import beyond_chance, interval
 
 # what both plots read of a pair table; null_mean (chance), beyond_chance or null_p (the marks), ci_low/ci_high,
 # warning, n and meta are read when present
@@ -95,7 +95,7 @@ def plot_layers(table: pd.DataFrame, measure: str | None = None, *, models: tupl
 def plot_models(table: pd.DataFrame, measure: str | None = None, *, models: list[str] | None = None,
                 replicates: pd.DataFrame | None = None, confidence: float | None = None, ax=None):
     """The model × model summary of one measure, as the workflow report draws it: each cell is the mean over
-    matching layers (the layers at the same relative depth, reprsim.layers; all layers of two models of the same
+    matching layers (the layers at the same relative depth, reprsim.tables.layers; all layers of two models of the same
     depth pair up diagonally) between two distinct models, the report's pair summary (:func:`model_summary`).
 
     ``table`` is a pair table of several models (reprsim.compare_many, or compare tables concatenated: every pair

@@ -4,7 +4,7 @@ A model's attention in one layer, over a corpus, is a list with one entry per ex
 (sentence): an array (heads, t_i, t_i) whose row j is word j's attention distribution over
 the t_i words of its own sentence (rows sum to 1; a causal model's zeros above the diagonal
 are kept). Two sides A and B must hold the same examples in the same order, with the same
-t_i per example (for models with different tokenisers: word-level maps, reprsim.words).
+t_i per example (for models with different tokenisers: word-level maps, reprsim.text.words).
 
     head_similarity(A, B, measure) -> (H_a, H_b) array: every head of A against every head of B
         frobenius: ‖A_i[h] − B_i[h']‖_F per sentence, mean over sentences (distance)
@@ -155,7 +155,7 @@ def _side(maps: Sequence, name: str, device: torch.device | None, tol: float,
             f"{name}[{i}]: every row must sum to 1 (one attention distribution per word); row sums "
             f"range from {s.min().item():.6g} to {s.max().item():.6g} (tolerance {tol:g}). Pass "
             "maps after softmax; with special tokens dropped, renormalise each row "
-            "(reprsim.words.aggregate_attention does)")
+            "(reprsim.text.words.aggregate_attention does)")
     if normalise:
         groups = {t: x / sums[t][..., None] for t, x in groups.items()}
     return PreparedMaps(heads, lengths, slots, groups, device)

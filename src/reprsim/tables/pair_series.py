@@ -1,6 +1,6 @@
 """The pair tables as one series per measure label, higher = more similar: a distance negated, an asymmetric
 measure's two directions averaged, cell by cell and replicate by replicate (replicate r of every pair job rests on
-the same rows, reprsim.resampling). The findings (every claim under every measure, the measures' agreement) and the
+the same rows, reprsim.inference.resampling). The findings (every claim under every measure, the measures' agreement) and the
 universality study read the pair tables this way."""
 
 from __future__ import annotations

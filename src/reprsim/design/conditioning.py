@@ -19,7 +19,7 @@ alike, each with its own statistics:
 A conditioning keeps only the symmetries it commutes with: standardise and clip commute with permuting units (and
 clip with scaling all of them alike), not with a rotation; removing principal directions commutes with rotations,
 not with general invertible maps. So a conditioned measure can be invariant to no more than that
-(:data:`KEEPS`; reprsim.senses uses it).
+(:data:`KEEPS`; reprsim.design.senses uses it).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 METHODS = ("none", "standardise", "clip", "remove_top_pcs")
 DEFAULTS = {"clip": {"quantile": 0.95}, "remove_top_pcs": {"components": 1}}
 
-# the largest invariance group a conditioned measure can keep (reprsim.senses' nested senses)
+# the largest invariance group a conditioned measure can keep (reprsim.design.senses' nested senses)
 KEEPS = {"none": "linear", "standardise": "units", "clip": "units", "remove_top_pcs": "geometry"}
 
 

@@ -1,11 +1,11 @@
-"""How reprsim draws a similarity: the one drawing code of the report's figures and of reprsim.plots.
+"""How reprsim draws a similarity: the one drawing code of the report's figures and of reprsim.plotting.plots.
 
 The layer × layer heatmap of one model pair and measure (:func:`heatmap_panel`) and the model × model summary of
 one measure (:func:`summary_panel`) are drawn here, with what they share: one fixed colour scale per measure
 (:func:`colours`), the hatching of cells whose interval does not exclude chance (:func:`not_beyond_chance`,
 :func:`hatch`), the chance level in the title (:func:`chance_text`), values in their cells (:func:`cell_text`) and
 the note on a panel whose every value is undefined (:func:`undefined_note`). The report stage's figures
-(reprsim.stages.report.figures) and the public plots (reprsim.plots) both call these functions, so a figure drawn
+(reprsim.stages.report.figures) and the public plots (reprsim.plotting.plots) both call these functions, so a figure drawn
 from Python reads as the report's does.
 
 A library module: it draws on the axes it is given and imports no stage; matplotlib's backend is the caller's
@@ -27,7 +27,7 @@ from reprsim.measure_registry import MEASURES as REGISTRY
 MEASURE_LABELS = {**DISPLAY_NAMES, "procrustes": "Procrustes distance", "attn_pearson": "attnsim, Pearson",
                   "attn_js": "attnsim, Jensen–Shannon", "attn_frobenius": "attnsim, Frobenius",
                   "attn_cka": "distributed attention, CKA"}
-# Distances of attention maps (reprsim.attention): JS lies in [0, ln 2]; Frobenius has no fixed top. The measures'
+# Distances of attention maps (reprsim.metrics.attention): JS lies in [0, ln 2]; Frobenius has no fixed top. The measures'
 # fixed ranges come from their registry entries; a distance without a fixed top runs from 0 to the panel's largest.
 DISTANCE_RANGES = {"js": (0.0, float(np.log(2))),
                    **{name: spec.range for name, spec in REGISTRY.items()

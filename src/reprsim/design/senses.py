@@ -9,7 +9,7 @@ sense; else, invariant to rotations, in the geometric one; else, invariant only 
 units sense. Two families answer a question of their own whatever their invariances: the neighbourhood measures
 read only which inputs lie near which, and an RSA whose outer comparison is a rank correlation reads only the order
 of the distances. The statistics family compares each point cloud's summary without the row correspondence: it
-answers in no sense of "the same representation". A measure on conditioned features (reprsim.conditioning)
+answers in no sense of "the same representation". A measure on conditioned features (reprsim.design.conditioning)
 keeps no more of the nested groups than the conditioning commutes with: standardised or clipped features give at
 most the units sense, features with their top principal directions removed at most the geometric one.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from reprsim.measure_registry import MEASURES
-from reprsim.conditioning import KEEPS, parse
+from reprsim.design.conditioning import KEEPS, parse
 
 # name -> the precise question "the same" answers in that sense: the nested groups' senses from the strictest
 # (units ⊂ geometry ⊂ linear, the linear sense last but for the functional one), the families' own between

@@ -1,5 +1,5 @@
 """Words defined by the data: one segmentation of every example's text into word character spans,
-recorded with the prepared dataset (the data stage) and used by every tokenizer (reprsim.words).
+recorded with the prepared dataset (the data stage) and used by every tokenizer (reprsim.text.words).
 Pure Python, so that the data stage needs no deep-learning packages."""
 
 from __future__ import annotations

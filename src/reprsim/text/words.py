@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reprsim.segmentation import WORD_PATTERN, segment_pair, segment_words  # noqa: F401  (the words API)
+from reprsim.text.segmentation import WORD_PATTERN, segment_pair, segment_words  # noqa: F401  (the words API)
 
 HOW = ("last", "first", "mean")
 

@@ -262,7 +262,7 @@ def configuration_reference(schema_path: str | Path = SCHEMA_PATH) -> str:
             and not isinstance(schema["properties"][top].get("additionalProperties"), dict)
         sections.setdefault("" if is_scalar_top else top, []).append(key)
     out = [
-        "<!-- generated at build time from src/reprsim/schema.yaml (reprsim.docs_reference, docs/hooks/reference.py)"
+        "<!-- generated at build time from src/reprsim/schema.yaml (reprsim.guide.docs_reference, docs/hooks/reference.py)"
         " -->",
         "# Configuration reference",
         "",

@@ -24,14 +24,15 @@ import torch
 
 from reprsim.io.device import describe as describe_device
 from reprsim.io.store import constant_layers
-from reprsim import best_match, conditioning
+from reprsim.inference import best_match
+from reprsim.design import conditioning
 from reprsim.metrics import (MEASURES, directed_layers, directed_null, directed_replicates, memory, permutation,
                              prepared)
 from reprsim.metrics.conditioners import condition_stack
 from reprsim.metrics._inputs import dtype_name
 from reprsim.metrics.api import check_params, describe, null_statistics
 from reprsim.metrics.cka import grams_fit
-from reprsim.resampling import METHOD, beyond_chance, half_samples, interval
+from reprsim.inference.resampling import METHOD, beyond_chance, half_samples, interval
 
 DEFAULT_CHANCE = {"permutations": 100, "seed": 0}
 DEFAULT_INTERVALS = {"resamples": 100, "confidence": 0.95, "seed": 0}
@@ -130,7 +131,7 @@ def _split_estimate(name: str, params: dict, Xs, Ys, kind: str, seed: int, resam
 
 def _best_matches(name: str, params: dict, kind: str, values: np.ndarray, null_draws: np.ndarray, Xk, Yk,
                   kept_x: np.ndarray, kept_y: np.ndarray, statistics: dict, resamples: int, best: dict) -> str | None:
-    """Each X layer's best Y layer (reprsim.best_match), into `best`'s (D, L1, L2) arrays: on all rows with the
+    """Each X layer's best Y layer (reprsim.inference.best_match), into `best`'s (D, L1, L2) arrays: on all rows with the
     p of the null's maximum (every row of the X layer carries it), and chosen on the selection half with its value
     and interval on the estimation half (on the chosen row). `statistics["best_match"]` False leaves them empty.
     Returns why the split has no value where the measure is undefined on half the rows (too few rows for its
@@ -256,7 +257,7 @@ def measure_rows(label: str, spec: dict, Xs, Ys, constant_x: np.ndarray, constan
 
 def _conditioned_rows(label: str, spec: dict, how: dict, Xs, Ys, constant, statistics: dict, conditioned: dict,
                       replicates: list, stored_dtype: str) -> list[dict]:
-    """measure_rows on both stacks conditioned by `how` (reprsim.conditioning), each row's meta saying so.
+    """measure_rows on both stacks conditioned by `how` (reprsim.design.conditioning), each row's meta saying so.
     The conditioned stacks and their sides are kept in `conditioned` for the next measure of the same conditioning;
     a layer constant before is constant after (every method centres or clamps it to one vector), so the masks stay.
     Sides come from the conditioned rows, never from a terms store (that holds the stored rows')."""
@@ -289,14 +290,14 @@ def compare_stacks(Xs, Ys, *, names: tuple[str, str], measures: dict[str, dict],
     n_resamples, beyond_chance, warning, meta, n) and the long table of the half-sample replicates.
 
     `measures` maps a label to {measure, params, conditioning, null_permutations, resamples} (conditioning:
-    reprsim.conditioning, applied to both stacks first; none by default); `chance` is {permutations, seed}
+    reprsim.design.conditioning, applied to both stacks first; none by default); `chance` is {permutations, seed}
     (the permutation null), `intervals` {resamples, confidence, seed} (the half-sample interval). The half-samples
     depend only on n and the seed, so replicate r of every call with the same n rests on the same rows.
     `stored_sides(side, kept, indices)` gives what a side's terms store holds for the kept layers and half-samples
     (the compare stage's; None: every side is prepared here). `kept_sides`, a dict kept across calls, holds each
     model's sides by its name (and the rows, seed and device), so a model compared with many prepares its terms once
     (reprsim.compare_many; the caller bounds its size). `best_matches` False leaves the best-match columns
-    (reprsim.best_match) empty."""
+    (reprsim.inference.best_match) empty."""
     chance = {**DEFAULT_CHANCE, **(chance or {})}
     intervals = {**DEFAULT_INTERVALS, **(intervals or {})}
     constant = constant_layers(Xs), constant_layers(Ys)

@@ -1,5 +1,5 @@
 """Activations of any PyTorch model by module name: :func:`activations` runs the model over inputs a user holds and
-returns one float32 matrix per named module, pooled as the workflow's extract stage pools (reprsim.pooling).
+returns one float32 matrix per named module, pooled as the workflow's extract stage pools (reprsim.nets.pooling).
 
 Two kinds of input:
 
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from reprsim.pooling import POOLINGS, pool, token_rows
+from reprsim.nets.pooling import POOLINGS, pool, token_rows
 
 PER_TOKEN = "tokens"
 POOLING_NAMES = (*POOLINGS, PER_TOKEN)

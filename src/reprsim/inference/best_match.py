@@ -16,7 +16,7 @@ what the pair engine already has (docs/numerics.md §9.6):
   both are reported.
 
 Torch-free and free of measure code (the report reads :func:`table`): the pair engine computes the split's values
-(reprsim.pair_engine), the token-level CKA its own (reprsim.stages.compare.tokens).
+(reprsim.metrics.pair_engine), the token-level CKA its own (reprsim.stages.compare.tokens).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 
-# the columns the pair table gains (reprsim.pair_engine), per row of a (direction, layer_a)
+# the columns the pair table gains (reprsim.metrics.pair_engine), per row of a (direction, layer_a)
 COLUMNS = ("is_best", "selection_p", "split_best", "split_value", "split_low", "split_high")
 
 

@@ -1,0 +1,2 @@
+"""Words defined by the data: the segmentation of each text into words and the token -> word maps (pure Python and numpy
+where possible)."""
