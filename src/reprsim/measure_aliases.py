@@ -150,17 +150,16 @@ def find(name: str) -> tuple[str, dict, Alias | None]:
     if name in MEASURES:
         return name, {}, None
     short = _strip_repository(name)
-    exact = [alias for alias in ALIASES if alias.name == short and alias.measure in MEASURES]
-    loose = [alias for alias in ALIASES if alias.measure in MEASURES and alias.pattern().match(short)]
-    for alias in exact + loose:
-        match = alias.pattern().match(short)
+    for alias in ALIASES:
+        match = alias.pattern().match(short) if alias.measure in MEASURES else None
+        if match is None:
+            continue
         given = {param: _number(match.group(param)) for param in alias.templated()}
         return alias.measure, {**alias.params, **given}, alias
     folded = {registered.lower(): registered for registered in MEASURES}
     if short.lower() in folded:
         return folded[short.lower()], {}, None
     close = difflib.get_close_matches(short, names(), n=3, cutoff=0.6)
-    close += [known for known in names() if known.lower() == short.lower() and known not in close]
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
     raise UnknownMeasure(f"unknown measure {name!r}{hint}; the names reprsim knows: reprsim.measures() and {WHERE}")
 

@@ -15,12 +15,11 @@ from universality_study import pair_tables
 
 from reprsim.inference.resampling import half_samples
 from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES
-from reprsim.stages.universality.shares import THIRDS as THIRD_NAMES
 from reprsim.stages.universality.shares import Terms, pooled, share
-from reprsim.stages.universality.study import FACTOR_NAMES, Study, statement, universality_tables
+from reprsim.tables.universality import FACTOR_PHRASES, THIRDS
+from reprsim.stages.universality.study import Study, statement, universality_tables
 
 N, D, LAYERS, RESAMPLES, NOISE = 400, 8, 2, 20, 0.5
-THIRDS = [f"{name} third" for name in THIRD_NAMES]
 MEASURES = {"linear_cka": ("cka", {"kernel": "linear", "estimator": "biased"}), "procrustes": ("procrustes", {}),
             "cca": ("cca", {}), "neuronsim": ("neuronsim", {}), "hard_match": ("hard_correlation_match", {})}
 SENSE = {"linear_cka": "geometry", "procrustes": "geometry", "cca": "linear", "neuronsim": "units",
@@ -162,7 +161,7 @@ def answer_contradictions(sentences: pd.DataFrame, senses: pd.DataFrame) -> list
     """Every claim of an answer per sense (topic "sense") that the sense table does not bear out: each level it
     names, the verdict it gives each third, against the table's; and every level measured in that sense that it
     leaves out."""
-    names = {f"{FACTOR_NAMES.get(f, f)} {level}": (f, level) for f, level in zip(senses["factor"], senses["level"])}
+    names = {f"{FACTOR_PHRASES.get(f, f)} {level}": (f, level) for f, level in zip(senses["factor"], senses["level"])}
     found = []
     for sentence in sentences[sentences["topic"] == "sense"].itertuples():
         sense, said = sentence.level, sentence.text.split(")? ", 1)[1].rstrip(".")

@@ -23,8 +23,10 @@ from typing import Any, Callable
 
 from reprsim.measure_registry import DISPLAY_NAMES
 from reprsim.design.senses import AGAINST_IDENTITY, SEEDS_ROW
+from reprsim.tables.grounding import FAIL
+from reprsim.tables.universality import THIRDS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RECORDED_DIR = ROOT / "docs" / "recorded-run"
 SUMMARY = RECORDED_DIR / "summary.json"
 # results/tables/ files copied beside the summary: every value it quotes is recomputed from them by the test
@@ -325,7 +327,7 @@ def _measure_tests_table(summary: dict) -> str:
                     f"{_signed(row['ci_high'], digits)}]")
             if row["p_value"] is not None:
                 text += f", p {row['p_value']:.2g}"
-            cells.append(("✗ " if row["decision"] == "fail" else "") + text)
+            cells.append(("✗ " if row["decision"] == FAIL else "") + text)
         lines.append(f"| {_name(measure)} | " + " | ".join(cells) + " |")
     chance, items = [], []
     for test, variant in columns:
@@ -417,7 +419,6 @@ def _kernel_variation(summary: dict) -> str:
 # Recorded beside the default (benchmarks/record_run.py --universality RUN, --coverage FILE), carried over from the
 # previous recording when not given: summary["universality"] from a finished run of config/examples/universality.yaml,
 # summary["interval_coverage"] from benchmarks/interval_coverage.py.
-THIRDS = ("lower third", "middle third", "upper third")
 UNIVERSALITY_COLUMNS = ("factor", "level", "measure", "depth", "u", "ci_low", "ci_high", "interval_basis", "verdict",
                         "rows_ci_low", "rows_ci_high", "seeds_ci_low", "seeds_ci_high", "u_null_zero",
                         "u_null_zero_low", "u_null_zero_high", "headline", "margin")

@@ -3,7 +3,7 @@
 Picking, for a layer of X, the best of L₂ candidate layers of Y and then reading its value against its own
 permutation null overstates it: the best of L₂ values is the maximum of L₂ draws, biased upward (platonic-rep's
 users ask whether a model pair's score is that maximum: minyoungg/platonic-rep#9). Two corrections, both from
-what the pair engine already has (docs/numerics.md §9.6):
+what the pair engine already has (docs/numerics.md §9.5):
 
 - **p from the null of the maximum.** Each permutation draw breaks the row correspondence of every layer pair at
   once (one permutation of Y's rows per draw, reprsim.metrics.permutation), so the draw's best value over the

@@ -1,9 +1,16 @@
-"""Which measures failed a grounding test on this configuration's models (measure_tests.parquet, written by the
-grounding stage): the findings and the universality study mark their verdicts and leave them out of a headline."""
+"""The grounding tests' decisions (measure_tests.parquet, written by the grounding stage): the names of the outcomes,
+and which measures failed a test on this configuration's models (the findings and the universality study mark their
+verdicts and leave them out of a headline; the report marks each test)."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+# a test's `decision`: pass or fail (against its null and its chance level, reprsim.stages.grounding.nulls), or one
+# that ranks nothing (too few items, a measure that cannot rank), is only shown (descriptive) or is undefined
+PASS, FAIL, TOO_FEW, CANNOT_RANK, DESCRIPTIVE, UNDEFINED = (
+    "pass", "fail", "too few items", "cannot rank", "descriptive", "undefined")
+RANKABLE = (PASS, FAIL)
 
 
 def failed_grounding(grounding: pd.DataFrame | None) -> dict[str, list[str]]:
@@ -14,7 +21,7 @@ def failed_grounding(grounding: pd.DataFrame | None) -> dict[str, list[str]]:
     if grounding is None or grounding.empty:
         return {}
     if "decision" in grounding:
-        failed = grounding[grounding["decision"] == "fail"]
+        failed = grounding[grounding["decision"] == FAIL]
     else:
         failed = grounding[grounding["score"].notna() & ~grounding["beyond_chance"].astype(bool)]
     return {label: sorted(f"{row.test}:{row.variant}" for row in rows.itertuples())

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-PASS, FAIL, TOO_FEW, CANNOT_RANK, DESCRIPTIVE, UNDEFINED = (
-    "pass", "fail", "too few items", "cannot rank", "descriptive", "undefined")
+from reprsim.tables.grounding import CANNOT_RANK, DESCRIPTIVE, FAIL, PASS, TOO_FEW, UNDEFINED  # noqa: F401
+
 
 
 def permutations(m: int, draws: int, seed: int) -> tuple[np.ndarray, bool]:

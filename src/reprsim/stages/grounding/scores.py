@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from reprsim.tables.grounding import RANKABLE
+
 DING_GRID = (0, 100, 200, 300, 400, 500, 600, 650, 700, 725, 750, 758, 763, 767)
 DING_WIDTH = 768
 DISTANCE_FLOOR = 5e-5  # ReSi's max when every distance is 0
@@ -437,7 +439,7 @@ def ranked(table: pd.DataFrame) -> pd.DataFrame:
     rows a test can decide are ranked (decision pass or fail): descriptive rows, tests that cannot rank here and
     tests with too few items get no rank."""
     table = table.copy()
-    decided = table["decision"].isin(["pass", "fail"]) if "decision" in table else pd.Series(True, table.index)
+    decided = table["decision"].isin(RANKABLE) if "decision" in table else pd.Series(True, table.index)
     table["rank"] = table["score"].where(decided).groupby([table["test"], table["variant"]]).rank(
         ascending=False, method="min")
     return table

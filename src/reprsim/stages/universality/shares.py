@@ -39,10 +39,8 @@ import pandas as pd
 
 from reprsim.tables.layers import matching_weights
 from reprsim.inference.resampling import fieller, interval, satterthwaite, scale
+from reprsim.tables.universality import THIRDS
 
-THIRDS = ("lower", "middle", "upper")
-VERDICTS = ("as similar as seeds", "more similar than seeds", "less similar", "no more similar than the floor",
-            "less similar than the floor", "inconclusive", "undefined")
 SEED_DRAWS = 400
 NEAR_ZERO_G = 0.25  # Fieller's g = (t·se(D)/D)²: at 1/4 the denominator's interval reaches down to D/2
 
@@ -198,7 +196,7 @@ def depth_groups(reference_depth: int) -> dict[str, np.ndarray]:
     layers = np.arange(reference_depth + 1)
     relative = layers / max(reference_depth, 1)
     third = np.minimum((relative * 3).astype(int), 2)
-    groups = {f"{name} third": layers[third == i] for i, name in enumerate(THIRDS) if (third == i).any()}
+    groups = {name: layers[third == i] for i, name in enumerate(THIRDS) if (third == i).any()}
     return {**groups, **{f"layer {l}": np.array([l]) for l in layers}}
 
 

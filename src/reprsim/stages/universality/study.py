@@ -18,6 +18,7 @@ from reprsim.tables.grounding import failed_grounding
 from reprsim.tables.layers import model_depths
 from reprsim.measure_registry import MEASURES
 from reprsim.tables.pair_series import oriented
+from reprsim.tables.universality import FACTOR_PHRASES
 from reprsim.design.relations import also_changes, competence_checkpoints, cross_seed
 from reprsim.inference.resampling import interval
 from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES, sense_of
@@ -45,9 +46,6 @@ CONTROL_COLUMNS = ["dataset", "representation", "factor", "level", "depth", "con
                    "control_verdict", "changed", "control_grounding_failed", "n", "m"]
 CLAIM_COLUMNS = ["dataset", "representation", "measure", "family", "depth", "statistic", "estimate", "ci_low",
                  "ci_high", "verdict", "first_step", "last_step", "n_checkpoints", "headline", "n", "m"]
-FACTOR_NAMES = {"width": "width", "depth": "depth", "data": "training data", "objective": "objective",
-                "training_time": "training time", "placebo": "nothing (the seed placebo)",
-                "dimension": "dimension alone (the dimension placebo)"}
 PLACEBO = ("placebo", "another reference seed")  # (factor, level) of the reference seeds scored as a level
 assert PLACEBO[0] in ANSWER_TOPICS  # the seed placebo's sentence (the study's resolution) is an answer
 FUNCTION_UNMEASURED = "no stitching into the reference in this study: set universality.function"
@@ -648,7 +646,7 @@ def sense_answer(senses: pd.DataFrame, sense: str) -> str:
 
 
 def _level_words(factor: str, level: str) -> str:
-    return f"{FACTOR_NAMES.get(factor, factor)} {level}"
+    return f"{FACTOR_PHRASES.get(factor, factor)} {level}"
 
 
 def controls_sentence(controls: pd.DataFrame) -> str:
@@ -659,7 +657,7 @@ def controls_sentence(controls: pd.DataFrame) -> str:
     text = f"Artefact controls ({named}): "
     if changed.empty:
         return text + f"none of their {len(controls)} verdicts differs from their twins' on the stored features."
-    parts = [f"{r.control} on {FACTOR_NAMES.get(r.factor, r.factor)} {r.level} in the {r.depth}: {r.verdict} "
+    parts = [f"{r.control} on {FACTOR_PHRASES.get(r.factor, r.factor)} {r.level} in the {r.depth}: {r.verdict} "
              f"→ {r.control_verdict} ({_format(r.control_u, r.control_ci_low, r.control_ci_high)})"
              for r in changed.itertuples()]
     verb = "differs" if len(changed) == 1 else "differ"
@@ -740,7 +738,7 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
                     f"({rows['models'].iloc[0]}), keeps {shares} of the similarity seed siblings share ({lead}; 0 = "
                     f"the floor, 1 = another seed; {basis}): what the width alone does to this measure.")
         else:
-            text = (f"Changing {FACTOR_NAMES.get(factor, factor)} to {level} ({rows['models'].iloc[0]}) keeps "
+            text = (f"Changing {FACTOR_PHRASES.get(factor, factor)} to {level} ({rows['models'].iloc[0]}) keeps "
                     f"{shares} of the similarity seed siblings share ({lead}; 0 = the floor, 1 = another seed; "
                     f"{basis}).")
         if "u_null_zero" in mine and mine["u_null_zero"].notna().any():
@@ -762,7 +760,7 @@ def statement(table: pd.DataFrame, claims: pd.DataFrame, study: Study,
         confound = rows["also_changes"].iloc[0]
         if confound:  # a declared confound (reprsim.design.relations.CONFOUNDS): the level is not one change
             text += (f" This level changes {confound} as well: its u is that of both changes together, not of the "
-                     f"{FACTOR_NAMES.get(factor, factor)} alone.")
+                     f"{FACTOR_PHRASES.get(factor, factor)} alone.")
         note = rows["quality_note"].iloc[0]
         if note.startswith(("better", "worse")):
             text += f" Its fit ({rows['quality_metric'].iloc[0]}) is {note}."
