@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim.metrics import compute, replicate_layers
 from reprsim.inference.resampling import half_samples, interval, scale
+from reprsim.metrics import compute, replicate_layers
 
 
 POOLED = "u (pooled: linear and unbiased CKA)"

@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from pair_floor import machine_floor, synthetic  # noqa: E402
 
 from reprsim import measure_registry as registry  # noqa: E402
+from reprsim.inference.resampling import half_samples  # noqa: E402
 from reprsim.metrics import prepared  # noqa: E402
 from reprsim.metrics.pair_engine import measure_rows  # noqa: E402
-from reprsim.inference.resampling import half_samples  # noqa: E402
 
 DEFAULT = {"n": 872, "d": 384, "layers": 7, "permutations": 30, "resamples": 30}
 MULTIBERTS = {"n": 10000, "d": 768, "layers": 13, "permutations": 50, "resamples": 50}

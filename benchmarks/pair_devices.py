@@ -85,9 +85,9 @@ def stored_terms(stack: torch.Tensor, key: str, indices: torch.Tensor) -> dict:
 def run_pair(config: dict, stacks: tuple[np.ndarray, np.ndarray], device: torch.device) -> dict:
     """Terms seconds per family, the pair job's seconds per measure (Grams rebuilt from the stacks charged to the
     first measure of their family) and its rows, on `device`."""
+    from reprsim.inference.resampling import half_samples
     from reprsim.metrics import prepared
     from reprsim.metrics.pair_engine import measure_rows
-    from reprsim.inference.resampling import half_samples
 
     measures = measures_of(config, "default")
     rows = stacks[0].shape[1]
@@ -315,8 +315,8 @@ def counting(counts: collections.Counter, label: list):
 
 def count(config: dict, layers: tuple[int, int], widths: tuple[int, int], rows: int) -> dict:
     """Per measure of one pair job (terms given, as in the workflow): decompositions, waits, host tensors."""
-    import reprsim.metrics.pair_engine as pairs
     from reprsim.metrics import cca
+    import reprsim.metrics.pair_engine as pairs
 
     torch.set_num_threads(1)
     counts, label = collections.Counter(), [None]

@@ -104,8 +104,8 @@ def measures_of(config: dict, shape: str, extra: bool = False) -> dict[str, dict
 
 def run_shape(shape: str, config: dict, layers: int, width: int, rows: int, legacy: bool, floor: dict,
               extra: bool = False, device: torch.device = torch.device("cpu")) -> list[dict]:
-    from reprsim.io.store import constant_layers
     from reprsim.inference.resampling import half_samples
+    from reprsim.metrics._inputs import constant_layers
     from reprsim.metrics.pair_engine import measure_rows
 
     work = _pair_work()

@@ -1,6 +1,7 @@
 """Snakemake entry point: the HTML report's pages (rules/report.smk), from the rule's named inputs."""
 from reprsim.io.logs import tee_to_log
-from reprsim.stages.report.html import ReportInputs, build_report
+from reprsim.stages.report.html import build_report
+from reprsim.stages.report.inputs import ReportInputs
 
 with tee_to_log(snakemake.log[0]):
     params = snakemake.params

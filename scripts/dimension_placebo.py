@@ -5,9 +5,9 @@ import json
 import pandas as pd
 import torch
 
+from reprsim.design.relations import cross_seed
 from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
-from reprsim.design.relations import cross_seed
 from reprsim.stages.compare.placebo import compare_reduced
 
 similarity = snakemake.config["similarity"]

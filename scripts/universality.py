@@ -6,8 +6,9 @@ from reprsim.io.logs import tee_to_log
 from reprsim.io.outputs import write_parquet
 from reprsim.io.tables import read_tables
 from reprsim.stages.grounding.competence import best_layers
-from reprsim.stages.universality.study import (Study, select, statement, universality_tables,
-                                               with_dimension_placebos)
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import Study, select, with_dimension_placebos
+from reprsim.stages.universality.tables import universality_tables
 
 with tee_to_log(snakemake.log[0]):
     config = json.loads(snakemake.params.study)

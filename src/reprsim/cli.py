@@ -116,7 +116,7 @@ def _parse_param(text: str) -> tuple[str, object]:
 def _metric(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from reprsim.metrics import compute
+    from reprsim.metrics.api import compute
 
     try:
         result = compute(args.name, np.load(args.x), np.load(args.y), **dict(args.param))

@@ -10,6 +10,12 @@ nothing and their permutation null is the value itself), the rows it needs, its 
 Invariances are of one argument at a time (the other held fixed); an asymmetric measure declares those that hold
 on both sides (linear regression's predictor is invariant to invertible maps, its target is not: IL undeclared).
 
+Two kinds of input (a measure's `inputs`): MEASURES take activations, (n, d) matrices whose rows are the same inputs
+on both sides; they are what `similarity.measures`, `reprsim.compare` and the pair engine accept. ATTENTION_MEASURES
+(family "attention", Wu et al. 2020) take attention maps, one (heads, t, t) array per sentence
+(reprsim.metrics.attention), and only `similarity.attention` configures them (reprsim.stages.compare.attention); their
+invariances are of the maps (ATTENTION_INVARIANCES). REGISTRY holds both.
+
 Torch-free: the CLI, the config check and the docs read it without loading the measures.
 """
 
@@ -30,9 +36,16 @@ INVARIANCES = {
     "IL": "invertible linear map (X → XA)",
     "TR": "translation (X → X + 1bᵀ)",
 }
-ALL = frozenset(INVARIANCES)
-# families in the order the report shows them
-FAMILIES = ("CKA", "CCA family", "RSM", "alignment", "neuron-level", "neighbourhood", "statistics")
+ALL = frozenset(INVARIANCES)  # of activation measures; the attention measures' are ATTENTION_INVARIANCES
+# Transforms of one side's attention maps A = [A_i (H, t_i, t_i)] that leave them maps (rows distributions)
+ATTENTION_INVARIANCES = {
+    "PH": "permutation of heads (A_i → A_i[π], one π for every sentence)",
+    "MH": "invertible mixing of heads (A_i[h] → Σ_g M_hg A_i[g], M row-stochastic and invertible)",
+}
+# what a measure compares (Measure.inputs)
+ACTIVATIONS, ATTENTION_MAPS = "activations", "attention maps"
+# families in the order the report shows them; the attention measures' last
+FAMILIES = ("CKA", "CCA family", "RSM", "alignment", "neuron-level", "neighbourhood", "statistics", "attention")
 COSTS_FILE = Path(__file__).with_name("metrics") / "measure_costs.json"  # written by benchmarks/measure_costs.py
 
 
@@ -46,7 +59,9 @@ class Measure:
     name: str
     label: str  # how figures and pages name it
     family: str
-    function: str  # "module:attribute" of the (Xs, Ys, **params) -> ((L1, L2), meta) layer function
+    # "module:attribute" of the (Xs, Ys, **params) -> ((L1, L2), meta) layer function; of an attention measure, the
+    # (A, B, config_name, **params) -> Result function of reprsim.metrics.attention
+    function: str
     kind: str  # similarity | distance
     range: tuple[float, float]
     identical: float  # the value on identical inputs (maximum similarity or zero distance)
@@ -60,6 +75,8 @@ class Measure:
     n_by_n: bool = False  # works on n × n matrices (memory grows with n²)
     rows_per_dimension: float | None = None  # needs n > rows_per_dimension · d (d: the dimensions compared; None: any n)
     notes: str = ""
+    inputs: str = ACTIVATIONS  # ACTIVATIONS or ATTENTION_MAPS: what the measure compares
+    config_name: str = ""  # an attention measure: its name under similarity.attention's `measure:` (pearson, ..., cka)
     # relative cost of one evaluation for n rows, width d, L1 × L2 layers (benchmarks/measure_costs.py scales the
     # seconds it measured at the default's shape to other shapes by it)
     work: Callable[[int, int, int, int], float] = field(kw_only=True)
@@ -70,6 +87,16 @@ class Measure:
 
     def declared(self, params: dict | None = None) -> frozenset:
         return self.invariances({**self.params, **(params or {})})
+
+    @property
+    def vocabulary(self) -> dict[str, str]:
+        """The invariances its declaration is drawn from: of activations or of attention maps."""
+        return ATTENTION_INVARIANCES if self.inputs == ATTENTION_MAPS else INVARIANCES
+
+    @property
+    def head_level(self) -> bool:
+        """An attention measure of head pairs, matched by best head (attnsim); else a measure of all heads at once."""
+        return self.function == _ATTNSIM
 
 
 def _shape_invariances(params: dict) -> frozenset:
@@ -275,11 +302,76 @@ _MEASURES = [
             notes="rows on the unit sphere, distinct pairs (ReSi: raw rows, which underflow for hidden states)"),
 ]
 MEASURES: dict[str, Measure] = {m.name: m for m in _MEASURES}
+
+
+# ---- attention maps (Wu et al. 2020; reprsim.metrics.attention, docs/numerics.md §7a)
+_ATTNSIM = "reprsim.metrics.attention:attnsim"
+_DISTRIBUTED = "reprsim.metrics.attention:distributed_similarity"
+ATTENTION_ROW_TOLERANCE = 1e-3  # |row sum − 1| a map may have: float16-stored maps sum to 1 within ~5e-4
+_HEAD_ROWS = "the same sentences and words on both sides (the null re-pairs sentences of equal length)"
+_HEAD_COST = "O(H_a·H_b·Σt_i²) per layer pair"
+
+
+def _head_pairs(n, d, a, b):  # n: Σ t_i² map entries, d: heads; every head of A against every head of B
+    return a * b * n * d * d
+
+
+def _head_level(name: str, label: str, kind: str, value_range: tuple[float, float], identical: float, notes: str
+                ) -> Measure:
+    """attnsim of one head-level comparison: the mean over A's heads of the best head of B (max for a similarity,
+    min for a distance). Best-head matching makes it invariant to permuting either side's heads, and asymmetric."""
+    return Measure(f"attn_{name}", label, "attention", _ATTNSIM, kind, value_range, identical, False, _fixed("PH"),
+                   {"tol": ATTENTION_ROW_TOLERANCE}, _HEAD_ROWS, _HEAD_COST, "Wu et al. 2020 (§3.4, attnsim)",
+                   work=_head_pairs, notes=notes, inputs=ATTENTION_MAPS, config_name=name)
+
+
+def _distributed(name: str) -> Measure:
+    """The activation measure `name` on distributed(A): rows are the word pairs of every sentence, columns the heads.
+    Permuting heads permutes its units (PU → PH); mixing heads is an invertible linear map of them (IL → MH)."""
+    base = MEASURES[name]
+
+    def invariances(params: dict) -> frozenset:
+        declared = base.declared(params)
+        return frozenset(({"PH"} if "PU" in declared else set()) | ({"MH"} if "IL" in declared else set()))
+
+    return Measure(f"attn_{name}", f"distributed attention, {base.label}", "attention", _DISTRIBUTED, base.kind,
+                   base.range, base.identical, base.symmetric, invariances, dict(base.params),
+                   f"{base.rows}, with n = Σt_i² word pairs and d = heads",
+                   f"{base.cost}, with n = Σt_i² word pairs and d = heads",
+                   f"Wu et al. 2020 (§3.5, distributed attention similarity); {base.reference}",
+                   rows_per_dimension=base.rows_per_dimension, n_by_n=base.n_by_n, work=base.work,
+                   notes=f"{base.label} of distributed(A): one row per word pair (j, k) of every sentence, one column "
+                         f"per head; its parameters and degenerate cases are {name}'s"
+                         + (f" ({base.notes})" if base.notes else ""), inputs=ATTENTION_MAPS,
+                   config_name=name)
+
+
+_ATTENTION = [
+    _head_level("pearson", "attnsim, Pearson", "similarity", (-1.0, 1.0), 1.0,
+                "per word, Pearson ρ of the two heads' rows over the t keys, averaged over the words whose rows are "
+                "non-constant on both sides; NaN where a head of A has no such word against any head of B. Wu et "
+                "al.'s released code gives ≈ 0.88 on identical maps; reprsim gives 1"),
+    _head_level("js", "attnsim, Jensen–Shannon", "distance", (0.0, math.log(2.0)), 0.0,
+                "Jensen–Shannon divergence (natural log) of the two heads' rows, averaged over the words"),
+    _head_level("frobenius", "attnsim, Frobenius", "distance", (0.0, math.inf), 0.0,
+                "‖A_i[h] − B_i[h']‖_F averaged over the sentences; no fixed top (at most √(2t) for sentences of t words)"),
+    _distributed("cka"),
+    _distributed("svcca"),
+    _distributed("pwcca"),
+]
+ATTENTION_MEASURES: dict[str, Measure] = {m.name: m for m in _ATTENTION}
+# by the name similarity.attention's `measure:` gives them (pearson, js, frobenius, cka, svcca, pwcca)
+ATTENTION_BY_CONFIG_NAME: dict[str, Measure] = {m.config_name: m for m in _ATTENTION}
+REGISTRY: dict[str, Measure] = {**MEASURES, **ATTENTION_MEASURES}  # every measure, activations' first
 # How a reader sees a measure: a registry name by its label, and the measure labels of the shipped configurations
 # that are not registry names (one CKA measure, two estimators) by these; the report and the recorded run's pages
 # both name measures through it.
 CONFIG_LABEL_NAMES = {"linear_cka": "linear CKA", "unbiased_cka": "unbiased linear CKA", "rbf_cka": "RBF CKA"}
 DISPLAY_NAMES = {**{m.name: m.label for m in _MEASURES}, **CONFIG_LABEL_NAMES}
+# The attention measures by their labels: the registry's names (attn_pearson, ..., attn_pwcca) are also the labels the
+# shipped configurations give them under similarity.attention.measures (schema.yaml's default: attn_pearson, attn_js,
+# attn_frobenius, attn_cka). Kept out of DISPLAY_NAMES, which names the activation measures' labels.
+ATTENTION_DISPLAY_NAMES = {m.name: m.label for m in _ATTENTION}
 
 # What reprsim leaves out, and why (docs/measures.md prints it).
 LEFT_OUT = {

@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from reprsim.io.datasets import load_split
-from reprsim.tables.layers import layer_pairs
 from reprsim.nets.classifiers import evaluate
 from reprsim.nets.loading import load_classifier, load_tokenizer
 from reprsim.stages.align.injection import layer_injection
 from reprsim.stages.align.layers import align_layers, synthetic_table
 from reprsim.stages.extract.activations import extract_activations
 from reprsim.stages.finetune.training import finetune_model
+from reprsim.tables.layers import layer_pairs
 
 SPLITS = {"fit": "train", "select": "validation", "score": "test"}
 FAST = {"linear": ("linear", {"ridge": [0.0, 1e-2, 1.0]}), "cca": ("cca", {"pca_dims": 6})}

@@ -10,7 +10,7 @@ from reprsim.io.store import open_store, pooled_rows, split_examples
 from reprsim.stages.compare.pairs import compare_pair
 from reprsim.stages.extract.activations import collect_examples, extract_activations
 from reprsim.stages.extract.brought import export_activations, extracted_rows, import_activations, write_split
-from reprsim.stages.report.html import _model_phrase, brought_metas, models_table
+from reprsim.stages.report.pages.index import _model_phrase, brought_metas, models_table
 
 CAP = 15  # extraction.max_examples: the tiny dataset's test split has 20 rows, so rows 15..19 are not compared
 MEASURES = {"linear_cka": {"measure": "cka", "params": {"kernel": "linear", "estimator": "biased"}},

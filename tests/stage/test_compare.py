@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reprsim.io.store import constant_layers
-from reprsim.metrics import compute_layers
-from reprsim.metrics.pair_engine import measure_rows
 from reprsim.inference.resampling import half_samples
+from reprsim.metrics import compute_layers
+from reprsim.metrics._inputs import constant_layers
+from reprsim.metrics.pair_engine import measure_rows
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import rounding
 import torch
 from conftest import write_pooled_store
 
-from reprsim.io.store import constant_layers
-from reprsim.metrics.pair_engine import measure_rows
 from reprsim.inference.resampling import half_samples
+from reprsim.metrics._inputs import constant_layers
+from reprsim.metrics.pair_engine import measure_rows
 from reprsim.stages.compare.pairs import compare_pair, pair_device
 
 N_TEST, N_TRAIN = 60, 10

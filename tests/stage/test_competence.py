@@ -12,7 +12,9 @@ import pytest
 from universality_study import pair_tables
 
 from reprsim.stages.grounding.competence import best_layers, held_out_correct
-from reprsim.stages.universality.study import Study, statement, universality_tables
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import Study
+from reprsim.stages.universality.tables import universality_tables
 
 
 def _accuracy_interval(correct: np.ndarray) -> tuple[float, float]:

@@ -294,7 +294,7 @@ def test_unlabelled_text_is_prepared_without_classes(tmp_path, capsys):
     """A file of sentences and no label column (columns.label left out): every row kept with the label -1, no
     classes, meta["labelled"] false; a blank text is still refused; the report's dataset table says so."""
     from reprsim.design.dataset_labels import UNLABELLED
-    from reprsim.stages.report.html import datasets_table
+    from reprsim.stages.report.pages.index import datasets_table
 
     write_tsv(tmp_path / "texts.tsv", [(text,) for text, _ in sst2_rows(40)], header=("sentence",))
     spec = local(tmp_path, {"train": "texts.tsv"}, columns={"text": "sentence"})

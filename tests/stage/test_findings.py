@@ -16,7 +16,6 @@ from scipy import stats
 import yaml
 
 from reprsim.config import validate_config
-from reprsim.tables.layers import matching_layer
 from reprsim.design.relations import finetuned_from, groups, seed_pairs
 from reprsim.inference.resampling import interval
 from reprsim.stages.findings.accuracy import finetuned_layers_carry_the_task, skip_upper_cheaper
@@ -33,6 +32,7 @@ from reprsim.stages.findings.stitching import (kind_labels, kinds, stitching_asy
                                                stitching_penalty_grows_with_depth)
 from reprsim.stages.findings.table import COLUMNS, verdict, write_findings
 from reprsim.stages.findings.two_blocks import two_block_structure
+from reprsim.tables.layers import matching_layer
 
 REPO = Path(__file__).resolve().parents[2]
 N, R = 40, 20  # rows of the similarity split, replicates per cell

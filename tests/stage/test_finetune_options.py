@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from reprsim.config import ConfigError, validate_config
+from reprsim.design.perturbations import majority_share
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.nets.classifiers import evaluate
 from reprsim.nets.loading import load_classifier, load_tokenizer
-from reprsim.design.perturbations import majority_share
 from reprsim.stages.data.prepare import SPLITS, prepare_dataset
 from reprsim.stages.finetune.training import finetune_model, perturbed_train
 

@@ -20,7 +20,9 @@ from PIL import Image  # noqa: E402
 
 from reprsim.plotting import drawing  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
-from reprsim.stages.report.html import PAGES, ReportInputs, build_report, caption, paragraphs  # noqa: E402
+from reprsim.stages.report.common import caption, paragraphs  # noqa: E402
+from reprsim.stages.report.html import PAGES, build_report  # noqa: E402
+from reprsim.stages.report.inputs import ReportInputs  # noqa: E402
 
 CAPTIONS = Path(__file__).resolve().parents[2] / "src" / "reprsim" / "stages" / "report" / "captions"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -475,12 +477,12 @@ def test_a_report_with_no_inputs_is_just_the_header(tmp_path):
 
 def test_chance_marks_follow_the_interval_or_the_permutation_p():
     rows = pd.DataFrame({"value": [0.5, 0.5, np.nan, 0.5], "beyond_chance": [True, False, False, None]})
-    assert figures.not_beyond_chance(rows).tolist() == [False, True, False, False]  # undefined: unmarked
+    assert drawing.not_beyond_chance(rows).tolist() == [False, True, False, False]  # undefined: unmarked
     legacy = pd.DataFrame({"value": [0.5, 0.5, 0.5], "null_p": [0.01, 0.2, np.nan]})
-    assert figures.not_beyond_chance(legacy).tolist() == [False, True, False]
-    assert figures.chance_text(pd.Series([0.031, 0.035])) == "chance 0.03"
-    assert figures.chance_text(pd.Series([0.5, 0.9])) == "chance 0.50–0.90"
-    assert figures.chance_text(pd.Series([-0.001, 0.02])) == "chance 0.00–0.02"  # no "-0.00"
+    assert drawing.not_beyond_chance(legacy).tolist() == [False, True, False]
+    assert drawing.chance_text(pd.Series([0.031, 0.035])) == "chance 0.03"
+    assert drawing.chance_text(pd.Series([0.5, 0.9])) == "chance 0.50–0.90"
+    assert drawing.chance_text(pd.Series([-0.001, 0.02])) == "chance 0.00–0.02"  # no "-0.00"
 
 
 def test_model_summary_cells_and_figure(tmp_path):
@@ -492,8 +494,8 @@ def test_model_summary_cells_and_figure(tmp_path):
     cka = drawing.summary_cells(summary[summary["measure"] == "linear_cka"], MODELS)
     assert cka["marked"].loc["tiny-bert", "tiny-ft-s2"] and cka["marked"].loc["tiny-ft-s2", "tiny-bert"]
     assert not cka["marked"].loc["tiny-ft-s1", "tiny-ft-s2"]
-    assert figures._pack({"CKA": ["a", "b", "c"], "CCA family": ["d", "e"], "neuron-level": ["f"],
-                          "Procrustes": ["g"]}, 3) == [["a", "b", "c"], ["d", "e", "f"], ["g", None, None]]
+    assert figures.index._pack({"CKA": ["a", "b", "c"], "CCA family": ["d", "e"], "neuron-level": ["f"],
+                                "Procrustes": ["g"]}, 3) == [["a", "b", "c"], ["d", "e", "f"], ["g", None, None]]
     out = tmp_path / "summary.png"
     figures.draw("model_summary", {"table": summary}, out, dataset="tiny", representation="mean",
                  measures={"linear_cka": "cka", "neuronsim": "neuronsim"}, split="test")
@@ -523,7 +525,7 @@ def test_the_agreement_figure_of_two_measures_draws_their_one_pair(tmp_path, mon
                            "ci_low": 0.5, "ci_high": 0.7, "n_items": 9, "n": 15, "m": 7}
                           for scope in ("cells", "model pairs")])
     drawn = []
-    monkeypatch.setattr(figures, "_save", lambda fig, path, *a, **k: drawn.append(
+    monkeypatch.setattr(figures.measures, "_save", lambda fig, path, *a, **k: drawn.append(
         [ax.get_images()[0].get_array().shape for ax in fig.axes if ax.get_images()]))
     figures.draw("measure_agreement", {"table": table}, tmp_path / "agreement.png", measures={"linear_cka": "cka"})
     assert drawn == [[(2, 2), (2, 2)]]

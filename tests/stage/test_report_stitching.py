@@ -13,7 +13,9 @@ from PIL import Image
 
 from reprsim.inference.resampling import interval
 from reprsim.stages.report import figures
-from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report
+from reprsim.stages.report.common import _with_interval
+from reprsim.stages.report.html import PAGES, build_report
+from reprsim.stages.report.inputs import ReportInputs
 from reprsim.tables.stitching import asymmetry
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -93,7 +95,7 @@ def cka_table() -> pd.DataFrame:
 def captured(monkeypatch):
     """The figures a draw call would save, kept open for inspection."""
     kept = []
-    monkeypatch.setattr(figures, "_save", lambda fig, path: kept.append(fig))
+    monkeypatch.setattr(figures.stitching, "_save", lambda fig, path: kept.append(fig))
     return kept
 
 
@@ -119,7 +121,7 @@ def test_matching_layers_draw_penalty_lines_per_direction(captured):
     """layers: matching: one line per map against the layer of f, the layer of g on the top axis, f's
     self-stitch dashed, hollow markers where the interval contains 0."""
     table, _ = example_tables()
-    figures.stitch_penalties(pair_inputs(table), "unused.png", model_a=A, model_b=B)
+    figures.stitching.stitch_penalties(pair_inputs(table), "unused.png", model_a=A, model_b=B)
     fig, = captured
     text = _texts(fig)
     assert "layer of f (bottom)" in text and "layer of g (top)" in text and "accuracy of g" in text
@@ -134,7 +136,7 @@ def test_matching_layers_draw_penalty_lines_per_direction(captured):
 
 def test_every_layer_pair_draws_hatched_heatmaps_with_blank_cells(captured):
     table = example_tables(all_layers=True)[0]
-    figures.stitch_penalties(pair_inputs(table), "unused.png", model_a=A, model_b=B)
+    figures.stitching.stitch_penalties(pair_inputs(table), "unused.png", model_a=A, model_b=B)
     fig, = captured
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == 4  # 2 directions x 2 maps
@@ -148,17 +150,17 @@ def test_every_layer_pair_draws_hatched_heatmaps_with_blank_cells(captured):
     containing = ((cells["penalty_low"] <= 0) & (cells["penalty_high"] >= 0)).sum()
     assert sum(1 for p in panels[0].patches if p.get_hatch()) == containing > 0
     annotated = [t.get_text() for t in panels[0].texts]
-    assert len(annotated) == len(cells) and figures._two(float(cells["penalty"].iloc[0])) in annotated
+    assert len(annotated) == len(cells) and figures.stitching._two(float(cells["penalty"].iloc[0])) in annotated
     assert "hatched: the 95% interval contains 0" in _texts(fig)
 
 
 def test_the_summary_puts_identity_stitching_beside_cka(captured):
     table, _ = example_tables()
-    figures.stitching_summary({"table": table, "pairs": cka_table()}, "unused.png", dataset="sst2",
-                              measure_label="linear_cka")
-    figures.stitching_summary({"table": table}, "unused.png", dataset="sst2", measure_label="linear_cka")
-    figures.stitching_summary({"table": table, "pairs": cka_table().assign(model_b="other")}, "unused.png",
-                              dataset="sst2", measure_label="linear_cka")
+    figures.stitching.stitching_summary({"table": table, "pairs": cka_table()}, "unused.png", dataset="sst2",
+                                        measure_label="linear_cka")
+    figures.stitching.stitching_summary({"table": table}, "unused.png", dataset="sst2", measure_label="linear_cka")
+    figures.stitching.stitching_summary({"table": table, "pairs": cka_table().assign(model_b="other")},
+                                        "unused.png", dataset="sst2", measure_label="linear_cka")
     both, alone, absent = captured
     left, right = both.axes
     assert left.get_xlabel().startswith("layer of f (bottom)") and "Identity stitching" in left.get_title()

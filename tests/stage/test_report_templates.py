@@ -28,7 +28,8 @@ from jinja2 import meta
 from test_report import FILES, _report, inputs  # noqa: F401  (inputs: the fixture)
 
 from reprsim.stages.report import render
-from reprsim.stages.report.html import PAGES, ReportInputs, build_report
+from reprsim.stages.report.html import PAGES, build_report
+from reprsim.stages.report.inputs import ReportInputs
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "data" / "report_golden.json"

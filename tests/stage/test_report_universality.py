@@ -19,9 +19,11 @@ from universality_study import study_tables, write_study  # noqa: E402
 
 from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS  # noqa: E402
 from reprsim.stages.report import figures  # noqa: E402
-from reprsim.stages.report.html import PAGES, ReportInputs, _with_interval, build_report, paragraphs  # noqa: E402
+from reprsim.stages.report.common import _with_interval, paragraphs  # noqa: E402
+from reprsim.stages.report.html import PAGES, build_report  # noqa: E402
+from reprsim.stages.report.inputs import ReportInputs  # noqa: E402
 from reprsim.stages.report.labels import UNIVERSALITY_VERDICTS  # noqa: E402
-from reprsim.stages.universality.study import CONTROL_COLUMNS  # noqa: E402
+from reprsim.stages.universality.controls import CONTROL_COLUMNS  # noqa: E402
 
 STUDY_FILES = {**FILES, "universality": "universality.html"}
 MEASURES = {"linear_cka": "cka", "svcca": "svcca", "procrustes": "procrustes"}
@@ -240,7 +242,7 @@ def test_the_rule_must_ask_for_the_page_when_there_is_a_study(tmp_path, study_in
 def _drawn(monkeypatch, name: str, tables: dict, **options):
     """Draw figure `name`, keeping the matplotlib figure instead of saving it."""
     kept = []
-    monkeypatch.setattr(figures, "_save", lambda fig, out_path: kept.append(fig))
+    monkeypatch.setattr(figures.universality, "_save", lambda fig, out_path: kept.append(fig))
     figures.draw(name, tables, "unused.png", **options)
     return kept[0]
 

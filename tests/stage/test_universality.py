@@ -12,11 +12,13 @@ import pytest
 
 from universality_study import pair_tables
 
-from reprsim.guide import recorded_run
-from reprsim.tables.layers import matching_weights
 from reprsim.design.relations import study_errors, study_pairs
+from reprsim.guide import recorded_run
 from reprsim.stages.universality.shares import check_same_rows, depth_groups, verdict
-from reprsim.stages.universality.study import PLACEBO, Study, statement, universality_tables
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import PLACEBO, Study
+from reprsim.stages.universality.tables import universality_tables
+from reprsim.tables.layers import matching_weights
 
 N, D, LAYERS, RESAMPLES = 240, 12, 3, 20
 

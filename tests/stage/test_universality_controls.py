@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from universality_study import pair_tables
 
-from reprsim.stages.universality.study import Study, statement, universality_tables
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import Study
+from reprsim.stages.universality.tables import universality_tables
 
 N, D, LAYERS, RESAMPLES, NOISE, ROGUE = 400, 8, 2, 20, 0.5, 12.0
 MEASURES = {"linear_cka": ("cka", {"kernel": "linear", "estimator": "biased"}),

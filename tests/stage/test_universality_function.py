@@ -14,11 +14,13 @@ import pytest
 from universality_study import pair_tables
 
 from reprsim.design.relations import cross_seed
-from reprsim.inference.resampling import half_samples
 from reprsim.design.senses import SEEDS_ROW
+from reprsim.inference.resampling import half_samples
 from reprsim.stages.stitch.pairs import layer_pairs
+from reprsim.stages.universality.sense_table import FUNCTION_MEASURE, FUNCTION_UNMEASURED
 from reprsim.stages.universality.shares import share, stitch_arrays, term
-from reprsim.stages.universality.study import FUNCTION_MEASURE, FUNCTION_UNMEASURED, Study, universality_tables
+from reprsim.stages.universality.study import Study
+from reprsim.stages.universality.tables import universality_tables
 
 N_ROWS, RESAMPLES, DEPTH = 300, 20, 2
 REFERENCE, FLOOR, LEVEL = ["ref-s0", "ref-s1", "ref-s2"], ["floor-s9", "floor-s10"], ["wide-s3", "wide-s4", "wide-s5"]

@@ -14,10 +14,12 @@ import pytest
 import torch
 from universality_study import pair_tables
 
-from reprsim.metrics.reduction import reduce_stack
 from reprsim.design.dimension_placebo import dimension_placebos
 from reprsim.design.relations import study_pairs
-from reprsim.stages.universality.study import Study, statement, universality_tables, with_dimension_placebos
+from reprsim.metrics.reduction import reduce_stack
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import Study, with_dimension_placebos
+from reprsim.stages.universality.tables import universality_tables
 
 N, D, LAYERS, RESAMPLES, NOISE = 300, 128, 2, 16, 0.7
 REFERENCE, FLOOR = ["ref-s0", "ref-s1", "ref-s2"], ["floor-s9", "floor-s10"]

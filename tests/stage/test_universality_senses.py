@@ -13,11 +13,13 @@ import pandas as pd
 import pytest
 from universality_study import pair_tables
 
-from reprsim.inference.resampling import half_samples
 from reprsim.design.senses import AGAINST_IDENTITY, ANSWER_TOPICS, SEEDS_ROW, SENSES
+from reprsim.inference.resampling import half_samples
 from reprsim.stages.universality.shares import Terms, pooled, share
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import Study
+from reprsim.stages.universality.tables import universality_tables
 from reprsim.tables.universality import FACTOR_PHRASES, THIRDS
-from reprsim.stages.universality.study import Study, statement, universality_tables
 
 N, D, LAYERS, RESAMPLES, NOISE = 400, 8, 2, 20, 0.5
 MEASURES = {"linear_cka": ("cka", {"kernel": "linear", "estimator": "biased"}), "procrustes": ("procrustes", {}),

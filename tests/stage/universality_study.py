@@ -16,13 +16,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim.measure_registry import MEASURES
 from reprsim.design.conditioning import parse as parse_conditioning
-from reprsim.metrics.conditioners import condition_stack
-from reprsim.metrics.api import compute_layers, replicate_layers
 from reprsim.design.relations import study_pairs
 from reprsim.inference.resampling import half_samples
-from reprsim.stages.universality.study import Study, statement, universality_tables
+from reprsim.measure_registry import MEASURES
+from reprsim.metrics.api import compute_layers, replicate_layers
+from reprsim.metrics.conditioners import condition_stack
+from reprsim.stages.universality.statement import statement
+from reprsim.stages.universality.study import Study
+from reprsim.stages.universality.tables import universality_tables
 
 N, D, DEPTH, RESAMPLES = 200, 10, 4, 12
 MEASURE_SPECS = {"linear_cka": ("cka", {"kernel": "linear", "estimator": "biased"}), "svcca": ("svcca", {}),

@@ -10,6 +10,7 @@ from scipy.stats import pearsonr
 
 import reprsim.metrics.attention as attention
 import rounding
+from reprsim.metrics import compute
 from reprsim.metrics.attention import (
     attnsim,
     best_heads,
@@ -20,7 +21,6 @@ from reprsim.metrics.attention import (
     head_terms,
     prepare,
 )
-from reprsim.metrics import compute
 
 LENGTHS = (1, 3, 5, 8, 2)
 

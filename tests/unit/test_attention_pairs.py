@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import zarr
 
-from reprsim.metrics.attention import attnsim, distributed_similarity
-from reprsim.io.store import attention_maps, open_store
 from reprsim.inference.resampling import interval
+from reprsim.io.store import attention_maps, open_store
+from reprsim.metrics.attention import attnsim, distributed_similarity
 from reprsim.stages.compare import attention as job
 from reprsim.stages.compare.attention import compare_attention
 from test_attention import softmax_maps, terms_tolerance

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from reprsim.inference.resampling import half_samples
 from reprsim.metrics import cca, memory
 from reprsim.metrics.api import _evaluator
 from reprsim.metrics.permutation import permutations
 from reprsim.metrics.subsample import replicate_draws
-from reprsim.inference.resampling import half_samples
 
 KINDS = [("cca", {}), ("svcca", {"threshold": 0.9}), ("pwcca", {"pca_dims": 3}), ("pwcca", {"direction": "x"})]
 

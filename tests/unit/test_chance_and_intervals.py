@@ -10,11 +10,11 @@ import pytest
 import torch
 from scipy import stats
 
+from reprsim.inference.resampling import fieller, half_samples, interval, t_quantile
 from reprsim.metrics import compute, compute_layers, directed_layers, null, replicate_layers
 from reprsim.metrics.api import _evaluator
 from reprsim.metrics.permutation import null_draws, permutations
 from reprsim.metrics.subsample import replicate_draws
-from reprsim.inference.resampling import fieller, half_samples, interval, t_quantile
 
 SHORTCUTS = [
     ("cka", {}), ("cka", {"estimator": "unbiased"}), ("cka", {"kernel": "rbf", "threshold": 0.8}),

@@ -12,10 +12,10 @@ import torch
 
 from reprsim.config import ConfigError, measures_errors
 from reprsim.design import conditioning
+from reprsim.design.senses import sense_of
 from reprsim.metrics import conditioners
 from reprsim.metrics.api import compute_layers
 from reprsim.metrics.pair_engine import compare_stacks
-from reprsim.design.senses import sense_of
 from reprsim.stages.compare.terms import families
 
 METHODS = [conditioning.parse(m) for m in ("standardise", "clip", "remove_top_pcs")]

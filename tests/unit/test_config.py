@@ -10,8 +10,8 @@ import warnings
 import pytest
 from conftest import REPO, TINY, copy_workflow, snakemake
 
-from reprsim import config as config_module
 from reprsim.config import ConfigError, SampleSizeWarning, StudyDimensionWarning, load_yaml, validate_config
+from reprsim.config_checks import architectures as config_module
 from reprsim.design.dataset_labels import dataset_is_labelled
 from reprsim.schema import SCHEMA_PATH
 

@@ -75,10 +75,29 @@ def test_the_mask_catches_exact_and_numerical_constants_relative_to_the_layer():
     assert CONSTANT_UNIT == 1e-5
 
 
-def test_the_floor_is_the_stores_constant_layer_floor():
-    from reprsim.io.store import CONSTANT
+def test_one_floor_for_units_and_layers():
+    """The rule lives once, beside constant_units: constant_layers reads the same CONSTANT_UNIT, FLOOR is how the
+    notes write it, and the store module keeps no copy of either."""
+    import reprsim.io.store as store
+    from reprsim.metrics import _inputs
 
-    assert CONSTANT_UNIT == CONSTANT
+    assert _inputs.FLOOR == "1e-5" and float(_inputs.FLOOR) == CONSTANT_UNIT
+    assert not hasattr(store, "constant_layers") and not hasattr(store, "CONSTANT")
+    rng = np.random.default_rng(0)
+    rep = rng.normal(size=(4, 30, 5))
+    rep[1] = rep[1, 0]  # every row one vector
+    rep[2] = 3.0 + 1e-7 * rep[2]  # spread 1e-7 of a size ~3: under the floor
+    rep[3] = 3.0 + 1e-4 * rep[3]  # 1e-4: data
+    assert _inputs.constant_layers(rep).tolist() == [False, True, True, False]
+    # the expression the store used, ||X − mean||_F ≤ 1e-5 · ||X||_F per float64 layer, bit for bit
+    before = [bool(np.linalg.norm(x - x.mean(axis=0)) <= 1e-5 * np.linalg.norm(x)) for x in rep.astype(np.float64)]
+    assert _inputs.constant_layers(rep.astype(np.float32)).tolist() == \
+        [bool(np.linalg.norm(x - x.mean(axis=0)) <= 1e-5 * np.linalg.norm(x))
+         for x in rep.astype(np.float32).astype(np.float64)]
+    assert _inputs.constant_layers(rep).tolist() == before
+    # a layer whose every unit is constant (constant_units) is a constant layer
+    units = constant_units(torch.as_tensor(rep))
+    assert [bool(row.all()) for row in units] == _inputs.constant_layers(rep).tolist()
 
 
 def reference_tolerance(name: str) -> float:

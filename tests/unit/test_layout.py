@@ -91,3 +91,49 @@ def test_the_measure_registry_is_torch_free():
     and imports nothing beyond the standard library."""
     assert {m.split(".")[0] for m in imported(SRC / "measure_registry.py")} <= {
         "__future__", "functools", "importlib", "json", "math", "collections", "dataclasses", "pathlib"}
+
+
+# the packages stages exchange through (tables/), a study's design (design/) and the statistics of results
+# (inference/) are read by the report: they must not bring measure code into its jobs
+SHARED_BY_THE_REPORT = ("tables", "design", "inference", "text", "plotting")
+
+
+def test_what_the_report_reads_imports_no_measure_code_and_no_stage():
+    offending = [f"{path.relative_to(SRC)} imports {m}" for package in SHARED_BY_THE_REPORT
+                 for path in (SRC / package).rglob("*.py") for m in imported(path)
+                 if m.startswith("reprsim.metrics") or stage_of(m)]
+    assert offending == []
+
+
+def test_the_report_and_figure_jobs_run_no_measure_code():
+    """Transitively, as the rules declare their code inputs (reprsim.workflow.codedeps): an edit of a measure, of
+    the pair engine or of the measure api reruns no figure and no page."""
+    from reprsim.workflow.codedeps import code_dependencies
+
+    scripts = SRC.parents[1] / "scripts"
+    for script in ("build_report.py", "plot_figure.py"):
+        deps = code_dependencies((scripts / script).resolve(), SRC.parent.resolve())
+        assert not [p for p in deps if "/reprsim/metrics/" in p], script
+
+
+def test_package_inits_hold_no_code_the_workflow_would_follow():
+    """A package's __init__ runs whenever one of its modules is imported, so every rule importing one module would
+    gain the code inputs of what the __init__ imports: the new packages' __init__ are a docstring, and metrics'
+    loads its api with importlib (which codedeps does not follow)."""
+    for package in (*SHARED_BY_THE_REPORT, "guide", "metrics", "nets", "stages"):
+        assert not [m for m in imported(SRC / package / "__init__.py") if m.startswith("reprsim")], package
+
+
+def test_the_workflow_imports_the_measure_api_by_its_module():
+    """`from reprsim.metrics import compute` works for a user (reprsim.metrics loads its api on first use), but
+    codedeps would not see that the importing job runs reprsim/metrics/api.py: the package and the workflow's
+    scripts name the module."""
+    import reprsim.metrics as metrics
+
+    lazy = set(metrics.__all__)
+    scripts = SRC.parents[1] / "scripts"
+    offending = [f"{path} imports {name} from reprsim.metrics" for path in [*SRC.rglob("*.py"), *scripts.glob("*.py")]
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.ImportFrom) and node.module == "reprsim.metrics"
+                 for name in (alias.name for alias in node.names) if name in lazy]
+    assert offending == []

@@ -8,9 +8,9 @@ import torch
 from conftest import REPO
 from test_cka import gram_tolerance
 
+from reprsim.inference.resampling import half_samples
 from reprsim.metrics import cka as cka_module
 from reprsim.metrics import knn, memory, permutation, subsample
-from reprsim.inference.resampling import half_samples
 
 
 @pytest.fixture(scope="module")

@@ -233,10 +233,13 @@ def test_errors_name_the_problem(pair, many):
 def test_the_report_and_the_plots_draw_through_the_same_functions(pair, many, monkeypatch):
     """The stage's figures call reprsim.plotting.drawing (no copy of their own), and a panel drawn by plot_layers or
     plot_models is the report's panel: same image, colours, texts, hatching and title."""
-    for name in ("not_beyond_chance", "chance_text", "CHANCE_HATCH", "CHANCE_NOTE", "MEASURE_LABELS"):
-        assert getattr(figures, name) is getattr(drawing, name), name
+    modules = [getattr(figures, page) for page in ("base", "index", "pairs", "models", "alignment", "attention",
+                                                   "stitching", "measures", "universality")]
+    for name in ("CHANCE_HATCH", "CHANCE_NOTE", "MEASURE_LABELS"):
+        holders = [module for module in modules if hasattr(module, name)]
+        assert holders and all(getattr(module, name) is getattr(drawing, name) for module in holders), name
     for private in ("_heatmap_panel", "_summary_panel", "_summary_cells", "_colour_range", "_undefined_note"):
-        assert not hasattr(figures, private), private
+        assert not any(hasattr(module, private) for module in [figures, *modules]), private
     assert not hasattr(plots, "heatmap_panel") and not hasattr(plots, "summary_panel")  # plots calls drawing.<fn>
 
     calls = []
@@ -245,7 +248,8 @@ def test_the_report_and_the_plots_draw_through_the_same_functions(pair, many, mo
         monkeypatch.setattr(drawing, name, lambda *a, _name=name, _f=original, **k: (calls.append(_name),
                                                                                       _f(*a, **k))[1])
     saved = []
-    monkeypatch.setattr(figures, "_save", lambda fig, path: saved.append(fig))
+    for module in (figures.pairs, figures.index):  # the heatmap's and the model summary's
+        monkeypatch.setattr(module, "_save", lambda fig, path: saved.append(fig))
     workflow = pair.assign(dataset="d", representation="mean", split="test")
     figures.draw("heatmap", {"table": workflow[workflow["measure"] == "cka"]}, "unused.png", measures={"cka": "cka"})
     ours = plot_layers(workflow, "cka")

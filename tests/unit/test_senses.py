@@ -8,8 +8,8 @@ import pytest
 from conftest import REPO
 
 from reprsim.config import load_yaml
-from reprsim.measure_registry import MEASURES
 from reprsim.design.senses import SENSES, sense_of, senses_of
+from reprsim.measure_registry import MEASURES
 
 
 @pytest.mark.parametrize("name", list(MEASURES))

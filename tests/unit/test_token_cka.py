@@ -12,8 +12,8 @@ from conftest import REPO
 from test_config import problems_of
 
 from reprsim.config import load_yaml, validate_config
-from reprsim.metrics.cka import MinibatchHSIC, minibatch_cka_layers
 from reprsim.inference.resampling import half_samples
+from reprsim.metrics.cka import MinibatchHSIC, minibatch_cka_layers
 from reprsim.stages.compare.pairs import compare_pair
 from reprsim.stages.compare.tokens import chance_shifts, token_cka_table, token_minibatch_cka
 

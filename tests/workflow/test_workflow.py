@@ -239,7 +239,7 @@ def test_code_edit_reruns_the_stage_and_its_dependents(workflow):
                  "model_summary_figure": 1}
     finetune_figures = {"truncation_figure": 2, "skip_figure": 2, "layer_views_figure": 2}
     stitching_figures = {"stitch_figure": 1, "stitching_figure": 1}  # one pair of fine-tuned seeds, one dataset
-    assert jobs_after_edit(workflow, "src/reprsim/stages/report/figures.py") == {
+    assert jobs_after_edit(workflow, "src/reprsim/stages/report/figures/__init__.py") == {
         "pair_heatmap": N_PAIRS, **finetune_figures, "aligner_figure": 1, "model_distance_figure": 1,
         "model_summary_figure": 1, "localization_figure": 1, **stitching_figures, "measure_agreement_figure": 1,
         "report": 1, "all": 1}

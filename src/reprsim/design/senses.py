@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from reprsim.measure_registry import MEASURES
 from reprsim.design.conditioning import KEEPS, parse
+from reprsim.measure_registry import MEASURES
 
 # name -> the precise question "the same" answers in that sense: the nested groups' senses from the strictest
 # (units ⊂ geometry ⊂ linear, the linear sense last but for the functional one), the families' own between

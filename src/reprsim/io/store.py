@@ -190,25 +190,6 @@ def word_rows(store: ActivationStore, examples: np.ndarray) -> tuple[np.ndarray,
     return block[:, keep], np.repeat(examples, counts)
 
 
-CONSTANT = 1e-5  # relative spread below float32 rounding of stored activations
-
-
-def constant_layers(rep: np.ndarray) -> np.ndarray:
-    """Boolean mask over the layers of `rep` (layers, rows, d) whose rows are one vector up to
-    rounding: ||X − mean||_F ≤ CONSTANT · ||X||_F.
-
-    BERT-style models' first token at the embedding layer is such a layer (same token, same
-    position for every example): similarity to it is undefined (docs/numerics.md: a degenerate input
-    gives NaN with a reason), not rounding noise dressed up as a number.
-    """
-    def constant(layer: np.ndarray) -> bool:
-        # one layer at a time: a float64 copy of the whole stack would double a pair job's memory
-        layer = np.asarray(layer, dtype=np.float64)
-        return np.linalg.norm(layer - layer.mean(axis=0)) <= CONSTANT * np.linalg.norm(layer)
-
-    return np.array([constant(layer) for layer in rep], dtype=bool)
-
-
 ATTENTION_ARRAYS = {"token": ("attention/offsets", "attention/maps"),
                     "word": ("attention/word_offsets", "attention/word_maps")}
 

@@ -8,8 +8,12 @@
     directed_layers / directed_null / directed_replicates: the same with both directions of an
         asymmetric measure at once (values (D, L1, L2)), as the pairwise jobs use them
 
-The API loads on first use, so torch-free submodules (distance) import without torch.
+The API loads on first use, so torch-free submodules (distance) import without torch. It loads through importlib,
+so that reprsim.workflow.codedeps, which follows import statements, does not count the api as a code input of every
+job that imports some module of this package; the workflow imports the api by its module (reprsim.metrics.api).
 """
+
+import importlib
 
 _API = ("MEASURES", "PARAMETERS", "LayerResult", "Result", "check_params", "compute", "compute_layers", "null",
         "null_layers", "replicate_layers", "DirectedResult", "directed_layers", "directed_null",
@@ -21,11 +25,7 @@ __all__ = [*_API, *_CKA]
 
 def __getattr__(name: str):
     if name in _API:
-        from reprsim.metrics import api
-
-        return getattr(api, name)
+        return getattr(importlib.import_module("reprsim.metrics.api"), name)
     if name in _CKA:
-        from reprsim.metrics import cka
-
-        return getattr(cka, name)
+        return getattr(importlib.import_module("reprsim.metrics.cka"), name)
     raise AttributeError(f"module 'reprsim.metrics' has no attribute {name!r}")

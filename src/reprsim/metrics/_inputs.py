@@ -71,8 +71,11 @@ def centre(X: torch.Tensor) -> torch.Tensor:
 
 # --- units without variance ------------------------------------------------------------------------
 
-CONSTANT_UNIT = 1e-5  # a unit's std at or below this fraction of its layer's RMS is rounding (= io.store.CONSTANT)
-FLOOR = "1e-5"  # CONSTANT_UNIT as the notes write it
+# The one rule for spread that is rounding: a unit (:func:`constant_units`) or a whole layer (:func:`constant_layers`)
+# whose spread is at or below this fraction of its layer's size is constant
+CONSTANT_UNIT = 1e-5
+_MANTISSA, _EXPONENT = f"{CONSTANT_UNIT:e}".split("e")
+FLOOR = f"{float(_MANTISSA):g}e{int(_EXPONENT)}"  # CONSTANT_UNIT as the notes write it: "1e-5"
 
 # measures that divide by a unit's own spread, and so leave out the units :func:`constant_units` finds (each takes
 # the masks as `constant`); soft_matching only with normalize=True
@@ -91,12 +94,29 @@ def constant_units(Zs: torch.Tensor) -> torch.Tensor:
     floor for d ≤ 28,000). Z-scoring such a unit divides rounding by rounding and gives its correlations full
     weight. Exactly constant units (std 0, a LayerNorm gain rounded to 0) and numerically constant ones (float32
     MiniLM has units with std ~1e-33 of the others) are both caught; an all-zero layer is all constant. It is
-    :func:`reprsim.io.store.constant_layers`'s floor per unit: a layer whose every unit is under it is a constant
-    layer there. A row permutation leaves the mask as it is.
+    :func:`constant_layers`'s floor per unit: a layer whose every unit is under it is a constant layer there. A row
+    permutation leaves the mask as it is.
     """
     std = centre(Zs).pow(2).mean(dim=-2).sqrt()
     rms = Zs.pow(2).mean(dim=(-2, -1)).sqrt()
     return std <= CONSTANT_UNIT * rms.unsqueeze(-1)
+
+
+def constant_layers(rep: np.ndarray) -> np.ndarray:
+    """Boolean mask over the layers of `rep` (layers, rows, d) whose rows are one vector up to
+    rounding: ||X − mean||_F ≤ CONSTANT_UNIT · ||X||_F (numpy, float64, one layer at a time).
+
+    BERT-style models' first token at the embedding layer is such a layer (same token, same
+    position for every example): similarity to it is undefined (docs/numerics.md: a degenerate input
+    gives NaN with a reason), not rounding noise dressed up as a number. The pair jobs leave such layers
+    out before any measure sees them (reprsim.metrics.pair_engine, reprsim.stages.compare.terms).
+    """
+    def constant(layer: np.ndarray) -> bool:
+        # one layer at a time: a float64 copy of the whole stack would double a pair job's memory
+        layer = np.asarray(layer, dtype=np.float64)
+        return np.linalg.norm(layer - layer.mean(axis=0)) <= CONSTANT_UNIT * np.linalg.norm(layer)
+
+    return np.array([constant(layer) for layer in rep], dtype=bool)
 
 
 def kept_units(Zs: torch.Tensor, given: torch.Tensor | None, side: str, measure: str) -> torch.Tensor:

@@ -49,10 +49,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from reprsim.measure_registry import ATTENTION_BY_CONFIG_NAME, ATTENTION_ROW_TOLERANCE
 from reprsim.metrics._inputs import device_of
 
-MEASURES: dict[str, str] = {"frobenius": "distance", "pearson": "similarity", "js": "distance"}
-ROW_TOLERANCE = 1e-3  # |row sum − 1| allowed: float16-stored maps sum to 1 within ~5e-4
+# the head-level measures and their kinds, from their registry entries (attn_pearson, attn_js, attn_frobenius; the
+# registry declares their properties and tests/unit/test_attention_registry.py checks them)
+MEASURES: dict[str, str] = {name: spec.kind for name, spec in ATTENTION_BY_CONFIG_NAME.items() if spec.head_level}
+ROW_TOLERANCE = ATTENTION_ROW_TOLERANCE  # |row sum − 1| allowed: float16-stored maps sum to 1 within ~5e-4
 _CHUNK_ELEMENTS = 1 << 22  # elements of js's (pairs, H_a, H_b, t·t) temporaries per block
 
 

@@ -22,17 +22,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim.io.device import describe as describe_device
-from reprsim.io.store import constant_layers
-from reprsim.inference import best_match
 from reprsim.design import conditioning
-from reprsim.metrics import (MEASURES, directed_layers, directed_null, directed_replicates, memory, permutation,
-                             prepared)
-from reprsim.metrics.conditioners import condition_stack
-from reprsim.metrics._inputs import dtype_name
-from reprsim.metrics.api import check_params, describe, null_statistics
-from reprsim.metrics.cka import grams_fit
+from reprsim.inference import best_match
 from reprsim.inference.resampling import METHOD, beyond_chance, half_samples, interval
+from reprsim.io.device import describe as describe_device
+from reprsim.metrics import memory, permutation, prepared
+from reprsim.metrics._inputs import constant_layers, dtype_name
+from reprsim.metrics.api import (MEASURES, check_params, describe, directed_layers, directed_null, directed_replicates,
+                                 null_statistics)
+from reprsim.metrics.cka import grams_fit
+from reprsim.metrics.conditioners import condition_stack
 
 DEFAULT_CHANCE = {"permutations": 100, "seed": 0}
 DEFAULT_INTERVALS = {"resamples": 100, "confidence": 0.95, "seed": 0}

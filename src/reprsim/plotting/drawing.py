@@ -20,13 +20,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from reprsim.measure_registry import DISPLAY_NAMES
+from reprsim.measure_registry import ATTENTION_DISPLAY_NAMES, DISPLAY_NAMES
 from reprsim.measure_registry import FAMILIES as REGISTRY_FAMILIES
 from reprsim.measure_registry import MEASURES as REGISTRY
 
-MEASURE_LABELS = {**DISPLAY_NAMES, "procrustes": "Procrustes distance", "attn_pearson": "attnsim, Pearson",
-                  "attn_js": "attnsim, Jensen–Shannon", "attn_frobenius": "attnsim, Frobenius",
-                  "attn_cka": "distributed attention, CKA"}
+# the attention measures by their registry labels (attn_pearson: "attnsim, Pearson", ...; the registry's names are
+# the labels the shipped configurations give them)
+MEASURE_LABELS = {**DISPLAY_NAMES, "procrustes": "Procrustes distance", **ATTENTION_DISPLAY_NAMES}
 # Distances of attention maps (reprsim.metrics.attention): JS lies in [0, ln 2]; Frobenius has no fixed top. The measures'
 # fixed ranges come from their registry entries; a distance without a fixed top runs from 0 to the panel's largest.
 DISTANCE_RANGES = {"js": (0.0, float(np.log(2))),

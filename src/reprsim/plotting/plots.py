@@ -20,9 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from reprsim.inference.resampling import beyond_chance, interval
 from reprsim.plotting import drawing
 from reprsim.tables.layers import layer_pairs, model_depths
-from reprsim.inference.resampling import beyond_chance, interval
 
 # what both plots read of a pair table; null_mean (chance), beyond_chance or null_p (the marks), ci_low/ci_high,
 # warning, n and meta are read when present

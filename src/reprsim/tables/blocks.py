@@ -18,7 +18,7 @@ def block_structure(matrix: np.ndarray) -> dict[str, float | int]:
     For each split s (layers < s form the lower block, layers ≥ s the upper one), the contrast
     is the mean CKA over pairs of distinct layers within a block minus the mean over pairs
     across the blocks; the diagonal (always 1) is left out, and so are undefined (NaN) entries
-    (layers whose rows are all one vector, reprsim.io.store.constant_layers). Returns the split with the largest contrast:
+    (layers whose rows are all one vector, reprsim.metrics._inputs.constant_layers). Returns the split with the largest contrast:
     {split, contrast, within, between}; split None and NaN values when no split has
     defined entries both within and across blocks.
     """

@@ -2,7 +2,8 @@
 
 The rows have the pair-table columns of :mod:`reprsim.stages.compare.pairs`, with representation
 "attention" and layer l meaning the attention maps of block l (1-based). Measures
-(docs/numerics.md §7a, :mod:`reprsim.metrics.attention`):
+(docs/numerics.md §7a, :mod:`reprsim.metrics.attention`; their kinds, symmetry and parameters are
+their entries in reprsim.measure_registry.ATTENTION_MEASURES):
 
 - head level (pearson, js, frobenius): the value is attnsim, the mean over one side's heads of the
   other side's best head (max for pearson, min for js and frobenius); asymmetric, so every layer
@@ -36,16 +37,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reprsim.metrics import attention
-from reprsim.io.store import ATTENTION_ARRAYS, attention_maps, open_store, split_examples
-from reprsim.metrics import MEASURES, directed_layers
-from reprsim.metrics.api import check_params
 from reprsim.inference.resampling import METHOD, beyond_chance, half_samples, interval
+from reprsim.io.store import ATTENTION_ARRAYS, attention_maps, open_store, split_examples
+from reprsim.measure_registry import ATTENTION_BY_CONFIG_NAME
+from reprsim.metrics import attention
+from reprsim.metrics.api import check_params, directed_layers
 from reprsim.stages.compare.rows import check_same_rows
 
-HEAD_MEASURES = tuple(attention.MEASURES)  # pearson, js, frobenius
-DISTRIBUTED_MEASURES = ("cka", "svcca", "pwcca")
-HEAD_PARAMETERS = ("tol",)
+# the measures `measure:` names, from the registry (reprsim.measure_registry.ATTENTION_MEASURES): attnsim's head-level
+# ones (pearson, js, frobenius) and the distributed ones (cka, svcca, pwcca)
+HEAD_MEASURES = tuple(name for name, spec in ATTENTION_BY_CONFIG_NAME.items() if spec.head_level)
+DISTRIBUTED_MEASURES = tuple(name for name, spec in ATTENTION_BY_CONFIG_NAME.items() if not spec.head_level)
 COLUMNS = ["dataset", "representation", "model_a", "model_b", "layer_a", "layer_b", "measure", "kind", "direction",
            "params", "value", "n_permutations", "null_mean", "null_std", "null_p", "ci_low", "ci_high",
            "n_resamples", "beyond_chance", "warning", "meta", "split", "n"]
@@ -66,20 +68,19 @@ def _specs(measures: dict[str, dict]) -> dict[str, dict]:
     specs = {}
     for label, spec in measures.items():
         name, params = spec.get("measure"), dict(spec.get("params") or {})
-        if name in HEAD_MEASURES:
-            unknown = sorted(set(params) - set(HEAD_PARAMETERS))
-            if unknown:
-                raise ValueError(f"attention measure {label!r} ({name}) has no parameter(s) {unknown}; "
-                                 f"allowed: {', '.join(HEAD_PARAMETERS)}")
-            specs[label] = {"name": name, "params": params, "kind": attention.MEASURES[name], "head": True,
-                            "directions": ["a->b", "b->a"]}
-        elif name in DISTRIBUTED_MEASURES:
-            check_params(name, params)
-            specs[label] = {"name": name, "params": params, "kind": MEASURES[name][1], "head": False,
-                            "directions": ["symmetric"] if MEASURES[name][2] else ["a->b", "b->a"]}
-        else:
+        registered = ATTENTION_BY_CONFIG_NAME.get(name) if isinstance(name, str) else None
+        if registered is None:
             raise ValueError(f"attention measure {label!r}: unknown measure {name!r}; head level: "
                              f"{', '.join(HEAD_MEASURES)}; distributed: {', '.join(DISTRIBUTED_MEASURES)}")
+        if registered.head_level:
+            unknown = sorted(set(params) - set(registered.params))
+            if unknown:
+                raise ValueError(f"attention measure {label!r} ({name}) has no parameter(s) {unknown}; "
+                                 f"allowed: {', '.join(registered.params)}")
+        else:
+            check_params(name, params)  # the activation measure's own parameters, on distributed(A)
+        specs[label] = {"name": name, "params": params, "kind": registered.kind, "head": registered.head_level,
+                        "directions": ["symmetric"] if registered.symmetric else ["a->b", "b->a"]}
     return specs
 
 

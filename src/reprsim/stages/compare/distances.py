@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.tables.layers import model_depths
-from reprsim.metrics.distance import model_distance
 from reprsim.inference.resampling import interval
+from reprsim.metrics.distance import model_distance
+from reprsim.tables.layers import model_depths
 
 COLUMNS = ["dataset", "representation", "measure", "depth", "model_a", "model_b", "distance", "ci_low", "ci_high"]
 

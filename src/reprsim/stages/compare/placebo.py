@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 
 from reprsim.io.store import open_store, pooled_rows
-from reprsim.metrics.reduction import reduce_stack
 from reprsim.metrics.pair_engine import DEFAULT_INTERVALS, compare_stacks
+from reprsim.metrics.reduction import reduce_stack
 from reprsim.stages.compare.pairs import pair_device
 from reprsim.stages.compare.rows import check_same_rows, split_rows_digest
 from reprsim.stages.compare.terms import stored_sides

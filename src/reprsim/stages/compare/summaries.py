@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reprsim.tables.layers import layer_pairs, model_depths
 from reprsim.inference.resampling import beyond_chance, interval
+from reprsim.tables.layers import layer_pairs, model_depths
 
 KEYS = ["dataset", "representation", "model_a", "model_b"]
 

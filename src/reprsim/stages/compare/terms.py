@@ -20,13 +20,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from reprsim.design import conditioning
+from reprsim.inference.resampling import half_samples
 from reprsim.io.device import describe, resolve_device
 from reprsim.io.integrity import CorruptOutputError
-from reprsim.io.store import constant_layers, open_store, pooled_rows
+from reprsim.io.store import open_store, pooled_rows
 from reprsim.io.terms import read_terms, write_terms
-from reprsim.design import conditioning
 from reprsim.metrics import cka, prepared
-from reprsim.inference.resampling import half_samples
+from reprsim.metrics._inputs import constant_layers
 from reprsim.metrics.pair_engine import on_device
 from reprsim.stages.compare.rows import chosen_words, model_word_rows, rows_digest, split_rows_digest
 from reprsim.workflow.pair_work import GRAM_STORE_BYTES

@@ -30,10 +30,10 @@ import pandas as pd
 import torch
 
 from reprsim.inference import best_match
+from reprsim.inference.resampling import beyond_chance, half_samples, interval
 from reprsim.io.logs import progress
 from reprsim.io.store import open_store, split_examples
 from reprsim.metrics.cka import MinibatchHSIC
-from reprsim.inference.resampling import beyond_chance, half_samples, interval
 
 NULL = "batch-shifted pairing: batch b of A with batch (b + s) mod T of B, for each shift s"
 INTERVAL = "half-sample of batches (m = T/2 batches without replacement), t interval from their spread"

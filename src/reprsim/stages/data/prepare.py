@@ -20,10 +20,9 @@ import numpy as np
 import pandas as pd
 
 from reprsim.design.dataset_labels import UNLABELLED, dataset_is_labelled
+from reprsim.design.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
 from reprsim.io.outputs import atomic_directory, write_json, write_parquet
 from reprsim.io.provenance import file_checksums
-from reprsim.design.perturbations import shortcut_rate, shortcut_tokens, with_shortcut
-from reprsim.text.segmentation import WORD_PATTERN, segment_pair
 from reprsim.stages.data.parts import check_part, take_part
 from reprsim.stages.data.validate import (
     SHOWN_ROWS,
@@ -34,6 +33,7 @@ from reprsim.stages.data.validate import (
     count,
     encode_labels,
 )
+from reprsim.text.segmentation import WORD_PATTERN, segment_pair
 
 SPLITS = ("train", "validation", "test")
 COLUMNS = ("text", "text_pair", "label")

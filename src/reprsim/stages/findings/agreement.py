@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from reprsim.inference.resampling import interval
 from reprsim.tables.layers import layer_pairs, model_depths
 from reprsim.tables.pair_series import BLOCK, CELL, oriented
-from reprsim.inference.resampling import interval
 
 STATISTICS = ("kendall_tau_b", "spearman_rho")
 AGREEMENT_COLUMNS = ["dataset", "representation", "scope", "measure_x", "measure_y", "statistic", "estimate",

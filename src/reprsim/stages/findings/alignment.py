@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.tables.layers import layer_pairs
 from reprsim.inference.resampling import half_samples, interval, subsample_size
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.table import Claim, judged, not_applicable
+from reprsim.tables.layers import layer_pairs
 
 INN_BEATS_LINEAR = Claim(
     "inn_aligns_better", "The INN aligns layers better than the linear map on held-out rows",

@@ -11,14 +11,14 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
-from reprsim.tables.grounding import failed_grounding
 from reprsim.measure_registry import FAMILIES, MEASURES
-from reprsim.tables.pair_series import oriented
 from reprsim.stages.findings.context import Setup, Tables
 from reprsim.stages.findings.groups import groups_closer_within
 from reprsim.stages.findings.profiles import adjacent_layers, finetuning_changes_upper_layers, lower_layers_across_seeds
 from reprsim.stages.findings.table import COLUMNS, findings_frame
 from reprsim.stages.findings.two_blocks import two_block_structure
+from reprsim.tables.grounding import failed_grounding
+from reprsim.tables.pair_series import oriented
 
 # the claims whose statistic any measure of the pair tables can express
 PAIR_CLAIMS: list[Callable[[Tables, Setup], list[dict]]] = [

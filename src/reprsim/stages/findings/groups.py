@@ -7,13 +7,13 @@ import warnings
 
 import numpy as np
 
-from reprsim.tables.layers import layer_pairs, model_depths
 from reprsim.design.relations import groups
 from reprsim.inference.resampling import interval
 from reprsim.stages.findings.cells import cell, replicate_method, select
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
 from reprsim.stages.findings.table import Claim, judged, not_applicable
+from reprsim.tables.layers import layer_pairs, model_depths
 
 GROUPS = Claim(
     "groups_closer_within", "Models of the same group (seed siblings, same base) are closer than models of "

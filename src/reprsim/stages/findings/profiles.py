@@ -4,11 +4,11 @@ changing the upper layers most."""
 
 from __future__ import annotations
 
-from reprsim.tables.layers import model_depths
 from reprsim.design.relations import finetuned_from, seed_pairs
 from reprsim.stages.findings.cells import cell, mean_difference, mean_of_units, select, weighted
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.table import Claim, judged, not_applicable
+from reprsim.tables.layers import model_depths
 
 # why a layer pair has no value: the pair table's meta says which ("undefined")
 UNDEFINED = "constant layers, or the measure undefined on these rows"

@@ -9,11 +9,11 @@ import json
 from itertools import combinations
 from typing import Mapping
 
+from reprsim.stages.findings.context import Setup, Tables
+from reprsim.stages.findings.table import Claim, judged, not_applicable
 from reprsim.tables.layers import matching_layer
 from reprsim.tables.stitching import Cell, Penalties, difference_weights, learned_phi, main_metric, matched_cells, \
     penalties, phis, summary_phi
-from reprsim.stages.findings.context import Setup, Tables
-from reprsim.stages.findings.table import Claim, judged, not_applicable
 
 DEPTH = Claim(
     "stitching_penalty_grows_with_depth",

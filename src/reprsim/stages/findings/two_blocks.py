@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.tables.blocks import block_structure
-from reprsim.tables.layers import model_depths
 from reprsim.design.relations import finetuned_from
 from reprsim.stages.findings.cells import Cells, cell, mean_of_units, select
 from reprsim.stages.findings.context import Setup, Tables, compared_pairs, pair_blocks
 from reprsim.stages.findings.profiles import NO_CKA, NO_PAIRS
 from reprsim.stages.findings.table import Claim, judged, not_applicable
+from reprsim.tables.blocks import block_structure
+from reprsim.tables.layers import model_depths
 
 TWO_BLOCKS = Claim(
     "two_block_structure", "Fine-tuning produces a two-block structure across a model's layers",

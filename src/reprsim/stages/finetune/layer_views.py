@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reprsim.tables.blocks import block_structure
-from reprsim.io.tables import read_tables
 from reprsim.inference.resampling import interval
+from reprsim.io.tables import read_tables
+from reprsim.tables.blocks import block_structure
 
 POOLING = "cls"
 COLUMNS = ["value", "null_mean", "null_std", "null_p", "ci_low", "ci_high", "beyond_chance", "n_permutations",

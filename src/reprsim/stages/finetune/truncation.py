@@ -44,9 +44,9 @@ from reprsim.nets.classifiers import (
 )
 from reprsim.nets.heads import stored_head_rows
 from reprsim.nets.loading import load_encoder, load_tokenizer
+from reprsim.nets.standardise import Standardise
 from reprsim.schema import schema_defaults
 from reprsim.stages.finetune.evaluation import evaluation_setup, tagged
-from reprsim.nets.standardise import Standardise
 
 # the fresh heads' settings when a caller gives none: the schema's defaults (finetune_eval.heads)
 HEAD_DEFAULTS = {k: v for k, v in schema_defaults("finetune_eval", "heads").items() if k != "enabled"}

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from reprsim.inference.resampling import t_quantile
 from reprsim.io.datasets import load_split, read_meta
 from reprsim.io.store import open_store, pooled_rows
-from reprsim.inference.resampling import t_quantile
 from reprsim.stages.grounding import scores
 
 COLUMNS = ["model", "layer", "accuracy", "ci_low", "ci_high", "chance", "n", "folds", "weight_decays"]

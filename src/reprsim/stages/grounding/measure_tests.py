@@ -45,12 +45,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reprsim.io.datasets import read_meta
-from reprsim.io.store import constant_layers, open_store, split_examples
-from reprsim.measure_registry import MEASURES
-from reprsim.metrics import api
 from reprsim.design.relations import recipe, seed_families
 from reprsim.inference.resampling import half_samples, interval, subsample_size
+from reprsim.io.datasets import read_meta
+from reprsim.io.store import open_store, split_examples
+from reprsim.measure_registry import MEASURES
+from reprsim.metrics import api
+from reprsim.metrics._inputs import constant_layers
 from reprsim.stages.grounding import nulls, pair_tables
 from reprsim.stages.grounding import probes as probes_module
 from reprsim.stages.grounding import scores
@@ -74,7 +75,7 @@ class Values:
     def __call__(self, left: list[np.ndarray], right: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(len(left), len(right)) values and (R, len(left), len(right)) replicates; representations of one
         width are computed together (the measures are batched over layers). A representation whose rows are all
-        one vector gets NaN, as in the pair jobs (reprsim.io.store.constant_layers)."""
+        one vector gets NaN, as in the pair jobs (reprsim.metrics._inputs.constant_layers)."""
         values = np.full((len(left), len(right)), np.nan)
         replicates = np.full((len(self.indices), len(left), len(right)), np.nan)
         for rows_a in _by_width(left).values():

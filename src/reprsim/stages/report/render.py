@@ -2,8 +2,8 @@
 
 templates/base.html is the layout every page shares (head, style.css, the links between pages, the page's
 heading, its content, the footer); templates/<page>.html is one page of `html.PAGES`, a list of includes of
-templates/sections/<section>.html, one per section, each given the data its section function in html.py
-prepared; templates/macros.html holds the pieces they share (a figure, a caption's paragraphs, a link).
+templates/sections/<section>.html, one per section, each given the data its section function in
+pages/<page>.py prepared; templates/macros.html holds the pieces they share (a figure, a caption's paragraphs, a link).
 Autoescape is on: every value is escaped, except what the filters below mark safe deliberately, a table
 pandas renders (its cells escaped by pandas) and a figure's data URI (base64).
 """

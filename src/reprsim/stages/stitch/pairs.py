@@ -31,13 +31,12 @@ import pandas as pd
 import torch
 from transformers import AutoConfig, get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
+from reprsim.inference.resampling import METHOD, half_samples, interval, subsample_size
 from reprsim.io.datasets import read_meta
 from reprsim.io.device import describe
 from reprsim.io.logs import progress
-from reprsim.tables.layers import matching_layer, reference_pairs
 from reprsim.nets.loading import load_causal_lm, load_classifier, load_encoder, load_tokenizer, n_layers
 from reprsim.nets.streams import model_inputs, residual_stream, streams_and_output
-from reprsim.inference.resampling import METHOD, half_samples, interval, subsample_size
 from reprsim.stages.stitch.objectives import HIGHER_IS_BETTER, OBJECTIVES, Classification, LanguageModeling
 from reprsim.stages.stitch.stitched import (
     PHI_KINDS,
@@ -49,6 +48,7 @@ from reprsim.stages.stitch.stitched import (
     starts_at_identity,
     stitched_forward,
 )
+from reprsim.tables.layers import matching_layer, reference_pairs
 
 COLUMNS = ["dataset", "objective", "model_a", "model_b", "layer_a", "layer_b", "n_layers_a", "n_layers_b", "phi",
            "seed", "metric", "higher_is_better", "value", "chance", "ci_low", "ci_high", "top_score", "top_low",

@@ -37,8 +37,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from reprsim.tables.layers import matching_weights
 from reprsim.inference.resampling import fieller, interval, satterthwaite, scale
+from reprsim.tables.layers import matching_weights
 from reprsim.tables.universality import THIRDS
 
 SEED_DRAWS = 400
