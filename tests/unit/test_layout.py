@@ -137,3 +137,12 @@ def test_the_workflow_imports_the_measure_api_by_its_module():
                  if isinstance(node, ast.ImportFrom) and node.module == "reprsim.metrics"
                  for name in (alias.name for alias in node.names) if name in lazy]
     assert offending == []
+
+
+def test_the_shared_packages_are_torch_free():
+    """The configuration check (design, config_checks), the report's jobs (tables, inference, plotting) and the guide
+    read them: they import neither torch nor transformers."""
+    for package in ("design", "tables", "inference", "plotting", "config_checks", "guide"):
+        for path in (SRC / package).rglob("*.py"):
+            heavy = {m for m in imported(path) if m.split(".")[0] in ("torch", "transformers")}
+            assert not heavy, f"{path.relative_to(SRC)} imports {heavy}"
