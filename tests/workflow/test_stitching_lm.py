@@ -18,7 +18,7 @@ import yaml
 from conftest import REPO, copy_workflow, snakemake
 
 from reprsim.design.senses import ANSWER_TOPICS, SENSES
-from reprsim.stages.universality.shares import VERDICTS
+from reprsim.tables.universality import VERDICTS
 
 pytestmark = pytest.mark.workflow
 EXAMPLE = REPO / "config" / "examples" / "stitching-lm.yaml"
