@@ -270,11 +270,10 @@ def test_a_measure_edit_names_only_measure_jobs_as_changed(workflow):
     planned = set(planned_jobs(output))
     assert {"pair_heatmap", "layer_views_figure", "report"} <= planned  # their tables change
     assert not {"truncation", "truncation_figure", "skip", "finetune_model"} & planned  # no measure there
-    # the aligners compute CCA-family maps through the measure library, so they count too; the layer views read
-    # pair tables (their CKA comes from pair jobs), not the measure code
-    assert rules_with_code_input(output, "metrics/cka.py") == {
-        "model_terms", "compare_pair", "model_distances", "align_layers", "synthetic_recovery", "layer_injection",
-        "measure_tests"}  # not deletion_probes: the probes import no measure
+    # only the jobs that run CKA: not the aligners (they import the CCA module, not the measure api), not the model
+    # distances (metrics/distance.py alone), not the layer views (their CKA comes from pair tables), not
+    # deletion_probes (the probes import no measure)
+    assert rules_with_code_input(output, "metrics/cka.py") == {"model_terms", "compare_pair", "measure_tests"}
 
 
 def test_adding_a_model_runs_only_its_jobs(workflow):
