@@ -1,5 +1,6 @@
 # Names, pairs and targets derived from the config, and the code each rule declares as input.
 # Runs whenever the DAG is built, so it stays torch-free. Results paths: reprsim.workflow.paths.
+import functools
 import glob
 import json
 import os
@@ -10,9 +11,11 @@ from reprsim.config import first_label
 from reprsim.design.dataset_labels import dataset_is_labelled
 from reprsim.design.dimension_placebo import dimension_placebos
 from reprsim.design.relations import competence_checkpoints, recipe
+from reprsim.workflow import measures as workflow_measures
 from reprsim.workflow.measures import view_label
 from reprsim.workflow import paths
 from reprsim.workflow import brought
+from reprsim.workflow import pair_blocks
 from reprsim.workflow.codedeps import code_dependencies
 from reprsim.workflow.stitching import function_plan, function_settings
 from reprsim.workflow import slurm as slurm_controller
@@ -87,8 +90,16 @@ onstart:
             raise WorkflowError(str(error)) from None
 
 
+# Pair work in blocks (similarity.block_size, reprsim.workflow.pair_blocks): one pair job per pair of blocks of
+# models, named by their model for blocks of one.
+BLOCK_SIZE = pair_blocks.block_size(config["similarity"]["block_size"], len(MODELS))
+BLOCKS = pair_blocks.blocks(list(config["models"]), BLOCK_SIZE)
+
+
 wildcard_constraints:
     dataset=_one_of(DATASETS),
+    block_a=_one_of(BLOCKS),
+    block_b=_one_of(BLOCKS),
     model=_one_of(MODELS),
     model_a=_one_of(MODELS),
     model_b=_one_of(MODELS),
@@ -161,6 +172,7 @@ def siblings(model):
 # fine-tuned model, its base and its seed siblings, computed by pair jobs of representation "cls" like any other
 # pair (the same null, interval and per-model terms), with the configured linear CKA's draws.
 VIEW_LABEL = view_label(config)
+VIEWS = workflow_measures.VIEWS
 
 
 def view_pairs(model):
@@ -170,13 +182,42 @@ def view_pairs(model):
 
 
 def view_tables(model, template):
-    """`template` (pair table or replicates) of every pair a fine-tuned model's layer views read."""
-    dataset = config["models"][model]["dataset"]
-    return [template.format(representation="cls", dataset=dataset, model_a=a, model_b=b) for a, b in view_pairs(model)]
+    """`template` (pair table or replicates) of the pair jobs that compute a fine-tuned model's layer views' pairs."""
+    return pair_tables(template, VIEWS, config["models"][model]["dataset"], view_pairs(model))
+
+
+@functools.cache
+def compared_pairs(representation, dataset):
+    """The sorted model pairs whose tables of `representation` on `dataset` the pair jobs write."""
+    pairs = set(PAIRS_OF.get(representation, [])) if dataset in EXTRACT_ON else set()
+    if representation == VIEWS:  # the layer views' pairs
+        pairs.update(pair for model in EVALUATED["layer_views"] if config["models"][model]["dataset"] == dataset
+                     for pair in view_pairs(model))
+    return pairs
+
+
+@functools.cache
+def pair_blocks_of(representation, dataset):
+    """reprsim.workflow.pair_blocks.PairBlocks: the pairs of `representation` on `dataset` by the job computing them."""
+    return pair_blocks.PairBlocks(BLOCKS, brought.taking_part(config["models"], sorted(compared_pairs(
+        representation, dataset)), dataset=dataset))
+
+
+def pair_tables(template, representation, dataset, pairs):
+    """`template` (PAIR_TABLE or PAIR_RESAMPLES) of the pair jobs that compute `pairs`, each job once."""
+    blocked = pair_blocks_of(representation, dataset)
+    keys = dict.fromkeys(blocked.key(a, b) for a, b in pairs)
+    return [template.format(representation=representation, dataset=dataset, block_a=x, block_b=y) for x, y in keys]
 
 
 def per_compared_pair(template):
-    """`template` for every representation, extracted dataset and pair that representation compares."""
+    """`template` (pair tables) of every representation, extracted dataset and pair that representation compares."""
+    return [path for r in REPRESENTATIONS for d in EXTRACT_ON
+            for path in pair_tables(template, r, d, brought.taking_part(config["models"], PAIRS_OF[r], dataset=d))]
+
+
+def per_compared_pair_figure(template):
+    """`template` (a per-pair figure) for every representation, extracted dataset and pair that it compares."""
     return [path for r in REPRESENTATIONS for path in per_pair(template, [r], EXTRACT_ON, PAIRS_OF[r])]
 
 
@@ -205,7 +246,9 @@ TARGETS = {
     "pairs": paths.PAIRS,
     "model_summary_figures": [paths.MODEL_SUMMARY_FIGURE.format(representation=r, dataset=d)
                               for r in REPRESENTATIONS for d in EXTRACT_ON],
-    "heatmaps": per_compared_pair(paths.PAIR_HEATMAP),
+    # per-pair heatmaps while pairs are computed one per job; with larger blocks `reprsim heatmap` draws a pair's
+    # on demand (its figure jobs would grow like the pairs)
+    "heatmaps": per_compared_pair_figure(paths.PAIR_HEATMAP) if BLOCK_SIZE == 1 else [],
     "model_distances": [paths.MODEL_DISTANCES] if DISTANCES else [],
     "model_distance_figure": [paths.MODEL_DISTANCE_FIGURE] if DISTANCES else [],
     "localization": [paths.LOCALIZATION] if LOCALIZATION else [],

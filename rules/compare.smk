@@ -1,5 +1,6 @@
-# Stage compare: one job per unordered model pair (and each model with itself), all layer pairs
-# inside; then the pair tables in one, and the summaries over all pairs.
+# Stage compare: one job per pair of blocks of models (similarity.block_size; with blocks of one, per unordered
+# model pair and each model with itself), every layer pair of its model pairs inside; then the pair tables in one,
+# and the summaries over all pairs.
 from reprsim.workflow import measures as workflow_measures
 
 
@@ -46,12 +47,21 @@ rule model_terms:
         "../scripts/model_terms.py"
 
 
+def block_models(wildcards):
+    """The models a pair job reads (its model pairs' models, each once)."""
+    return pair_blocks_of(wildcards.representation, wildcards.dataset).models(wildcards.block_a, wildcards.block_b)
+
+
+def block_pairs(wildcards):
+    """The model pairs a pair job computes, as JSON (a pair of blocks: reprsim.workflow.pair_blocks)."""
+    return canonical(pair_blocks_of(wildcards.representation, wildcards.dataset).pairs[(wildcards.block_a,
+                                                                                         wildcards.block_b)])
+
+
 rule compare_pair:
     input:
-        a=lambda wildcards: store(wildcards.dataset, wildcards.model_a),
-        b=lambda wildcards: store(wildcards.dataset, wildcards.model_b),
-        terms_a=lambda wildcards: paths.MODEL_TERMS.format(**{**wildcards, "model": wildcards.model_a}),
-        terms_b=lambda wildcards: paths.MODEL_TERMS.format(**{**wildcards, "model": wildcards.model_b}),
+        stores=lambda wildcards: [store(wildcards.dataset, m) for m in block_models(wildcards)],
+        terms=lambda wildcards: [paths.MODEL_TERMS.format(**{**wildcards, "model": m}) for m in block_models(wildcards)],
         code=code("compare_pair"),
     output:
         table=paths.PAIR_TABLE,
@@ -59,6 +69,8 @@ rule compare_pair:
     log:
         paths.log(paths.PAIR_TABLE),
     params:
+        pairs=block_pairs,
+        models=block_models,
         split=config["similarity"]["split"],
         measures=lambda wildcards: canonical(pair_measures(wildcards.representation)),
         words=lambda wildcards: canonical(config["similarity"]["word"] if wildcards.representation == "word" else None),

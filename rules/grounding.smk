@@ -74,15 +74,7 @@ def reads_pair_tables(label):
             and computed["resamples"] >= grounding_resamples(label))
 
 
-def compared_pairs(representation, dataset):
-    """The sorted model pairs whose tables of `representation` on `dataset` the pair jobs write."""
-    pairs = set(PAIRS_OF.get(representation, [])) if dataset in EXTRACT_ON else set()
-    if representation == workflow_measures.VIEWS:  # the layer views' pairs
-        pairs.update(pair for model in EVALUATED["layer_views"] if config["models"][model]["dataset"] == dataset
-                     for pair in view_pairs(model))
-    return pairs
-
-
+@functools.cache  # read by several input functions and params of each measure_tests job
 def grounding_pairs(label, shortcut=False):
     """The sorted model pairs whose tables measure_tests reads for `label` (on grounding.shortcut_dataset: the
     shortcut models' last layers)."""
@@ -101,8 +93,17 @@ def grounding_pairs(label, shortcut=False):
 
 
 def grounding_tables(label, template, shortcut=False):
+    """The tables (or replicates) of the pair jobs that computed grounding_pairs, each once."""
     dataset = SHORTCUT_DATASET if shortcut else GROUNDING_DATASET
-    return per_pair(template, [GROUNDING_REPRESENTATION], [dataset], grounding_pairs(label, shortcut))
+    return pair_tables(template, GROUNDING_REPRESENTATION, dataset, grounding_pairs(label, shortcut))
+
+
+def grounding_table_of(label, shortcut=False):
+    """Per pair of grounding_pairs, the position of its pair job's table in grounding_tables."""
+    dataset = SHORTCUT_DATASET if shortcut else GROUNDING_DATASET
+    blocked, position = pair_blocks_of(GROUNDING_REPRESENTATION, dataset), {}
+    keys = [blocked.key(*pair) for pair in grounding_pairs(label, shortcut)]
+    return [position.setdefault(key, len(position)) for key in keys]
 
 
 rule model_predictions:
@@ -179,6 +180,8 @@ rule measure_tests:
         probed=PROBED,
         pairs=lambda wildcards: grounding_pairs(wildcards.label),
         shortcut_pairs=lambda wildcards: grounding_pairs(wildcards.label, shortcut=True),
+        table_of=lambda wildcards: grounding_table_of(wildcards.label),
+        shortcut_table_of=lambda wildcards: grounding_table_of(wildcards.label, shortcut=True),
     wildcard_constraints:
         label=_one_of(GROUNDED),
     threads: JOB_THREADS

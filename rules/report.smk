@@ -12,7 +12,8 @@ FIGURE_MEASURES = {label: config["measures"][label]["measure"] for label in sort
 
 rule pair_heatmap:
     input:
-        table=paths.PAIR_TABLE,
+        table=lambda wildcards: pair_tables(paths.PAIR_TABLE, wildcards.representation, wildcards.dataset,
+                                            [(wildcards.model_a, wildcards.model_b)])[0],
         code=code("plot_figure"),
     output:
         figure=report(

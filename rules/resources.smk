@@ -25,9 +25,17 @@ FACTS = FileFacts(config)
 TIME_LIMITS = job_resources.time_limits(os.environ)
 
 
+def _job(rule, wildcards):
+    """What job_costs prices a job by: its wildcards, and a pair job's model pairs (rules/compare.smk)."""
+    job = dict(wildcards.items())
+    if rule == "compare_pair":
+        job["pairs"] = json.loads(block_pairs(wildcards))
+    return job
+
+
 def _mem_mb(rule):
     def mem_mb(wildcards, input, attempt):  # `input`: Snakemake reads a missing input's error as <TBD>
-        return job_costs.COSTS[rule][0](FACTS, config, dict(wildcards.items()), attempt)
+        return job_costs.COSTS[rule][0](FACTS, config, _job(rule, wildcards), attempt)
 
     return mem_mb
 
@@ -37,7 +45,7 @@ def _runtime(rule, gpu, group=None):
     limit = TIME_LIMITS[job_resources.partition(gpu, group, os.environ)]
 
     def runtime(wildcards, input, attempt):
-        seconds = job_costs.COSTS[rule][1](FACTS, config, dict(wildcards.items()))
+        seconds = job_costs.COSTS[rule][1](FACTS, config, _job(rule, wildcards))
         return job_resources.capped_minutes(seconds, attempt, limit)
 
     return runtime

@@ -9,9 +9,9 @@ from reprsim.stages.grounding.measure_tests import measure_tests
 from reprsim.stages.grounding.setup import Setup
 
 
-def pair_tables(pairs, tables, replicates):
-    """Sorted model pair -> (its pair table, its replicates)."""
-    return {tuple(pair): files for pair, files in zip(pairs, zip(tables, replicates))}
+def pair_tables(pairs, table_of, tables, replicates):
+    """Sorted model pair -> (the table and replicates of the pair job that computed it: tables[table_of[i]])."""
+    return {tuple(pair): (tables[i], replicates[i]) for pair, i in zip(pairs, table_of)}
 
 
 with tee_to_log(snakemake.log[0]):
@@ -22,9 +22,9 @@ with tee_to_log(snakemake.log[0]):
                   shortcut_stores=dict(zip(params.shortcut_models, inputs.shortcut_stores)),
                   predictions=dict(zip(params.predicted, inputs.predictions)),
                   probes=dict(zip(params.probed, inputs.probes)),
-                  pair_tables=pair_tables(params.pairs, inputs.pair_tables, inputs.pair_resamples),
-                  shortcut_pair_tables=pair_tables(params.shortcut_pairs, inputs.shortcut_pair_tables,
-                                                   inputs.shortcut_pair_resamples),
+                  pair_tables=pair_tables(params.pairs, params.table_of, inputs.pair_tables, inputs.pair_resamples),
+                  shortcut_pair_tables=pair_tables(params.shortcut_pairs, params.shortcut_table_of,
+                                                   inputs.shortcut_pair_tables, inputs.shortcut_pair_resamples),
                   dataset_dir=inputs.dataset, **settings)
     table = measure_tests(snakemake.wildcards.label, json.loads(params.spec), setup)
     print(table[["test", "variant", "score", "ci_low", "ci_high", "chance", "n_items", "p_value", "decision"]]

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from itertools import combinations
+from itertools import combinations, combinations_with_replacement
 from pathlib import Path
 
 import pytest
 from conftest import REPO, example_data_root, planned_jobs
 
 from reprsim.config import ConfigError, SampleSizeWarning, StudyDimensionWarning, load_yaml, validate_config
+from reprsim.workflow import pair_blocks
 
 EXAMPLES_DIR = REPO / "config" / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
@@ -121,7 +122,14 @@ def test_multiberts_compares_all_25_seeds(dry_run):
     assert code == 0, output[-4000:]
     jobs = planned_jobs(output)
     assert jobs["materialize_model"] == 25
-    assert jobs["compare_pair"] >= 300  # 300 distinct pairs of MultiBERTs (and each with itself) per dataset
+    # every pair of models (the 300 distinct pairs of MultiBERTs among them, and each with itself) computed once, in
+    # blocks of 8 models (similarity.block_size auto, over 16 models): a pair job per pair of blocks
+    models = list(config["models"])
+    size = pair_blocks.block_size(config["similarity"]["block_size"], len(models))
+    blocked = pair_blocks.PairBlocks(pair_blocks.blocks(models, size), combinations_with_replacement(sorted(models), 2))
+    assert size == 8 and sum(map(len, blocked.pairs.values())) == len(models) * (len(models) + 1) // 2 >= 325
+    assert jobs["compare_pair"] >= len(blocked.pairs) * len(config["extraction"]["datasets"])
+    assert "pair_heatmap" not in jobs  # drawn on demand (reprsim heatmap): figure jobs do not grow like the pairs
     aligned = len(config["align"]["pairs"]) * len(config["extraction"]["datasets"])
     assert 5 <= len(config["align"]["pairs"]) <= 10 and jobs["align_layers"] == aligned
     assert config["align"]["layers"] == "all" and "word" in config["similarity"]["representations"]

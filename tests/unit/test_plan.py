@@ -53,7 +53,8 @@ def test_pair_jobs_on_a_gpu_are_priced_at_the_rate_measured_there(tmp_path):
     path = tmp_path / "cuda.yaml"
     path.write_text(yaml.safe_dump(config))
     plan = planning.make_plan(path, tmp_path)
-    wildcards = {"dataset": "sst2", "representation": "mean", "model_a": "bert-small-s0", "model_b": "minilm"}
+    wildcards = {"dataset": "sst2", "representation": "mean", "block_a": "bert-small-s0", "block_b": "minilm",
+                 "pairs": [("bert-small-s0", "minilm")]}  # blocks of one model: one pair per job
     pair = next(cost for cost in plan.costs if cost.job.rule == "compare_pair" and cost.job.wildcards == wildcards)
     assert pair.job.gpu and pair.priced
     assert pair.seconds - planning.JOB_START_S == pytest.approx(pair_work.GPU_MEASURED["seconds"][872], rel=0.01)
@@ -227,3 +228,23 @@ def test_jobs_over_a_partitions_time_limit_are_listed_with_what_to_do():
 
 def test_the_profile_retries_are_read():
     assert planning.profile_retries() == 2
+
+
+def test_submissions_stay_within_cluster_max_submissions_by_batching():
+    """`reprsim plan` counts the SLURM submissions (one per ungrouped job, per component of a group) and, where
+    submission_minutes would make more than cluster.max_submissions, batches more components per submission."""
+    pair = dag.PlannedJob("compare_pair", {}, gpu=False, group="pairs")
+    gpu = dag.PlannedJob("extract_activations", {}, gpu=True, group="gpu")
+    alone = dag.PlannedJob("prepare_dataset", {}, gpu=False, group=None)
+    costs = ([planning.JobCost(pair, 1000, 1800.0, True) for _ in range(600)]  # 30 min each: one per submission
+             + [planning.JobCost(gpu, 1000, 600.0, True) for _ in range(300)]
+             + [planning.JobCost(alone, 1000, 60.0, False) for _ in range(5)])
+    unbounded = planning.Plan("c.yaml", costs, {}, 30, 0.0, max_submissions=None)
+    assert unbounded.group_components() == {"pairs": 1} and unbounded.submissions() == 600 + 300 + 5
+    bounded = planning.Plan("c.yaml", costs, {}, 30, 0.0, max_submissions=100)
+    components = bounded.group_components()
+    assert bounded.submissions() <= 100 and components["pairs"] > 1 and components["gpu"] > 1
+    assert "cluster submissions with profiles/slurm: " in planning.format_plan(bounded)
+    assert "within cluster.max_submissions (100)" in planning.format_plan(bounded)
+    tiny = planning.Plan("c.yaml", costs, {}, 30, 0.0, max_submissions=6)  # below what cannot be batched
+    assert "more than cluster.max_submissions (6)" in planning.format_plan(tiny)

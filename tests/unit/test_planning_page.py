@@ -66,3 +66,24 @@ def test_the_planning_page_prints_what_reprsim_plan_prints(tmp_path, monkeypatch
         PAGE.write_text("".join(rewritten) + page[end:])
     assert regenerate or not stale, (f"docs/planning.md shows plans that differ from reprsim plan's: {stale} "
                                      "(REPRSIM_REGENERATE_GUIDE=1 rewrites them)")
+
+
+SCALE = re.compile(r"<!-- dag-scale: docs/recorded-run/dag-scale.json -->\n(?P<table>.*?)\n\n", re.S)
+
+
+def test_the_dag_scale_table_is_the_benchmarks_record():
+    """The table under "Scale of the DAG itself" is benchmarks/dag_scale.py's recorded run, as rendered by
+    reprsim.guide.recorded_scale; and the record meets the issue's bounds: 256 models plan within a minute."""
+    from reprsim.guide import recorded_scale
+
+    page = PAGE.read_text()
+    found = SCALE.search(page)
+    assert found, "docs/planning.md lost its dag-scale table marker"
+    record = recorded_scale.load()
+    expected = recorded_scale.table(record)
+    if os.environ.get("REPRSIM_REGENERATE_GUIDE") == "1" and found["table"] != expected:
+        PAGE.write_text(page[:found.start("table")] + expected + page[found.end("table"):])
+        return
+    assert found["table"] == expected, "docs/planning.md's dag-scale table is not the record (REPRSIM_REGENERATE_GUIDE=1)"
+    largest = max(record["scaling"], key=lambda row: row["models"])
+    assert largest["models"] >= 256 and largest["dry_run_s"] <= 60

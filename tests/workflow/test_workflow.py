@@ -7,6 +7,9 @@ rerun.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +17,7 @@ import yaml
 from conftest import TINY, planned_jobs, planned_outputs, snakemake
 
 from reprsim.io.store import open_store
+from reprsim.workflow.paths import PAIRS
 
 pytestmark = pytest.mark.workflow
 MODELS = ["minilm", "tiny-bert-s0", "tiny-ft-s1", "tiny-ft-s2", "tiny-gpt2"]
@@ -336,3 +340,32 @@ def test_every_measure_is_scored_on_the_tests_its_models_allow(workflow):
     assert ((scored["ci_low"] <= scored["score"] + 1e-9) & (scored["score"] <= scored["ci_high"] + 1e-9)).all()
     page = (workflow / "results" / "report" / "measures.html").read_text()
     assert "Which measure?" in page and "prediction, because it needs at least three models" in page
+
+
+def test_pair_blocks_give_the_same_pairs_and_rerun_only_the_blocks_of_an_added_model(workflow, tmp_path):
+    """similarity.block_size 2 (reprsim.workflow.pair_blocks): the 5 models in blocks [2, 2, 1], one pair job per pair
+    of blocks (6, not 15), the same pairs table as one job per pair; a model added at the end of the configuration
+    joins the last block, so only the 3 pair jobs of that block rerun; a measure added reruns every pair job."""
+    root = shutil.copytree(workflow, tmp_path / "blocks", symlinks=True)
+    config = yaml.safe_load((root / "tiny.yaml").read_text())
+    config["similarity"]["block_size"] = 2
+    (root / "blocks.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = snakemake(root, PAIRS, "--configfile", "blocks.yaml", "--max-threads", "1")
+    output = result.stdout + result.stderr
+    assert planned_jobs(output).get("compare_pair") == 6 and "model_terms" not in planned_jobs(output)
+    blocked, single = (pd.read_parquet(p / PAIRS) for p in (root, workflow))
+    keys = ["model_a", "model_b", "layer_a", "layer_b", "measure", "direction"]
+    blocked, single = (t.sort_values(keys, ignore_index=True) for t in (blocked, single))
+    pd.testing.assert_frame_equal(blocked, single, check_exact=False, rtol=1e-12)  # same rows, same draws
+
+    config["models"]["tiny-bert-s9"] = {**config["models"]["tiny-bert-s0"], "seed": 9}
+    (root / "more.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    output = dry_run(root, PAIRS, "--configfile", "more.yaml")  # the target first: --configfile takes several
+    reruns = {p for p in planned_outputs(output) if p.startswith("results/pairs/") and ".resamples." not in p}
+    assert planned_jobs(output)["compare_pair"] == 3
+    assert {Path(p).stem.split("__")[1] for p in reruns} == {"block002"}  # (0, 2), (1, 2), (2, 2)
+
+    del config["models"]["tiny-bert-s9"]
+    config["measures"]["rbf_cka"] = {"measure": "cka", "params": {"kernel": "rbf"}}
+    (root / "measure.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert planned_jobs(dry_run(root, PAIRS, "--configfile", "measure.yaml"))["compare_pair"] == 6

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ REPOSITORY = Path(__file__).resolve().parents[3]  # an editable install: the che
 @dataclass(frozen=True)
 class PlannedJob:
     rule: str
-    wildcards: dict[str, str]
+    wildcards: dict  # the job's wildcards; a pair job's also its model pairs, "pairs" (rules/compare.smk)
     gpu: bool
     group: str | None
 
@@ -69,9 +70,17 @@ def planned_jobs(configfile: str | Path, workdir: str | Path, groups: dict[str, 
         except (WorkflowError, RuleException) as error:  # a missing local file, a bad wildcard: Snakemake's own words, no traceback
             raise DagError(f"Snakemake cannot build the workflow of {configfile} from {Path(workdir).resolve()} "
                            f"(the directory it would run in; --directory):\n{error}") from None
-        return [PlannedJob(rule=job.rule.name, wildcards=dict(job.wildcards_dict),
+        return [PlannedJob(rule=job.rule.name, wildcards=_priced_by(job),
                            gpu=_asks_for_gpu(job.rule), group=(groups or {}).get(job.rule.name))
                 for job in workflow.dag.jobs if not job.rule.norun]  # `all` only gathers targets
+
+
+def _priced_by(job) -> dict:
+    """A job's wildcards; a pair job's (a pair of blocks of models) with its model pairs, from its params."""
+    wildcards = dict(job.wildcards_dict)
+    if job.rule.name == "compare_pair":
+        wildcards["pairs"] = [tuple(pair) for pair in json.loads(job.params.pairs)]
+    return wildcards
 
 
 class DagError(RuntimeError):

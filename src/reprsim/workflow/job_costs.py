@@ -9,6 +9,7 @@ rules not in it are light (tables, figures, downloads): LIGHT_JOB. Standard libr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from reprsim.config import grounding_dataset
@@ -104,11 +105,23 @@ def gram_budget_gb(config) -> float:
     return 0.0
 
 
+def block_pairs(w) -> list[tuple[str, str]]:
+    """The model pairs of a pair job (rule compare_pair): `w` carries them as "pairs" (a pair of blocks,
+    reprsim.workflow.pair_blocks), or names one pair as model_a, model_b."""
+    return [tuple(pair) for pair in w["pairs"]] if "pairs" in w else [(w["model_a"], w["model_b"])]
+
+
 def compare_mem_mb(facts, config, w, attempt):
-    a, b = _pair_stores(facts, w)
+    """The largest of its pairs' memory, plus the terms of its other models, which the job keeps once read."""
     conditioned = any(spec.get("conditioning") not in (None, "none") for spec in config["measures"].values())
-    return r.compare_mem_mb(a, b, config["similarity"]["split"], attempt, gram_budget_gb(config),
-                            compared_rows(a, config, w["representation"]), conditioned)
+    pairs = block_pairs(w)
+    largest = 0
+    for a, b in pairs:
+        a, b = facts.store(w["dataset"], a), facts.store(w["dataset"], b)
+        largest = max(largest, r.compare_mem_mb(a, b, config["similarity"]["split"], attempt, gram_budget_gb(config),
+                                                compared_rows(a, config, w["representation"]), conditioned))
+    kept = sorted({model for pair in pairs for model in pair})[2:]  # beyond the two of the pair being computed
+    return largest + sum(math.ceil(terms_bytes(facts, config, {**w, "model": m}) / 1e6) for m in kept)
 
 
 def terms_mem_mb(facts, config, w, attempt):
@@ -153,10 +166,15 @@ def terms_bytes(facts, config, w) -> float:
 
 
 def compare_seconds(facts, config, w):
-    a, b = _pair_stores(facts, w)
+    """The sum over its pairs."""
     measures = with_draws(config, pair_measures(config, w["representation"]))
-    return pair_work.pair_seconds(measures, *_layers(a), *_layers(b), compared_rows(a, config, w["representation"]),
-                                  memory_gb=config["similarity"].get("max_memory_gb"), gpu=_on_gpu(config))
+    seconds = 0.0
+    for a, b in block_pairs(w):
+        a, b = facts.store(w["dataset"], a), facts.store(w["dataset"], b)
+        seconds += pair_work.pair_seconds(measures, *_layers(a), *_layers(b),
+                                          compared_rows(a, config, w["representation"]),
+                                          memory_gb=config["similarity"].get("max_memory_gb"), gpu=_on_gpu(config))
+    return seconds
 
 
 def token_cka_mem_mb(facts, config, w, attempt):

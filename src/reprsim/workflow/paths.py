@@ -20,9 +20,11 @@ EXPORT = "results/exports/{dataset}/{model}/{pooling}-{split}.{format}"
 # what the measures need of one model's rows alone (Gram terms, principal directions, neighbour lists), once per
 # model: every pair job of the model reads it (reprsim.stages.compare.terms)
 MODEL_TERMS = "results/terms/{representation}/{dataset}/{model}.zarr"
-PAIR_TABLE = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.parquet"
-# the pair job's half-sample replicates, long: layer_a, layer_b, measure, direction, replicate, value
-PAIR_RESAMPLES = "results/pairs/{representation}/{dataset}/{model_a}__{model_b}.resamples.parquet"
+# one pair job's table: the model pairs of two blocks of models (reprsim.workflow.pair_blocks; a block of one model
+# is named by it, so with blocks of one this is the table of the model pair a__b)
+PAIR_TABLE = "results/pairs/{representation}/{dataset}/{block_a}__{block_b}.parquet"
+# the pair job's half-sample replicates, long: model_a, model_b, layer_a, layer_b, measure, direction, replicate, value
+PAIR_RESAMPLES = "results/pairs/{representation}/{dataset}/{block_a}__{block_b}.resamples.parquet"
 PAIR_HEATMAP = "results/figures/pairs/{representation}/{dataset}/{model_a}__{model_b}.png"
 # token-level minibatch CKA (similarity.tokens) of two models that tokenise identically: the pair table's columns
 TOKEN_TABLE = "results/pairs/token/{dataset}/{model_a}__{model_b}.parquet"

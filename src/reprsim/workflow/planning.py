@@ -71,6 +71,7 @@ class Plan:
     time_limits: dict[str, int | None] = field(default_factory=dict)  # partition -> minutes (resources.time_limits)
     attempts: int = 1  # the profile's retries + 1
     environ: Mapping[str, str] = field(default_factory=dict)  # where the partition settings were read
+    max_submissions: int | None = None  # cluster.max_submissions: the SLURM submissions a study may make
 
     def partition(self, cost: JobCost) -> str:
         return r.partition(cost.job.gpu, cost.job.group, self.environ)
@@ -125,26 +126,63 @@ class Plan:
         return {group: n for group, (n, _) in self.group_submissions().items()}
 
     def group_submissions(self) -> dict[str, tuple[int, float]]:
-        """group -> (components per submission, the minutes one submission asks for): group_components' choice."""
+        """group -> (components per submission, the minutes one submission asks for): group_components' choice,
+        raised where the study's submissions would pass max_submissions (:meth:`submissions`)."""
         times: dict[str, float] = defaultdict(float)
         asked: dict[str, float] = defaultdict(float)
-        counts: dict[str, Counter] = defaultdict(Counter)
         partitions: dict[str, str] = {}
+        counts = self.components()
         for cost in self.costs:
-            if cost.job.group in ("terms", "pairs", "align"):
+            if cost.job.group in BATCHED:
                 times[cost.job.group] += cost.seconds
                 asked[cost.job.group] += cost.requested_minutes(1)
-                counts[cost.job.group][cost.job.rule] += 1
                 partitions.setdefault(cost.job.group, self.partition(cost))
-        submissions = {}
-        for group in sorted(times):
-            components = max(counts[group].values())
-            n = max(1, min(components, math.floor(self.submission_minutes * 60 * components / times[group])))
+        chosen = {}
+        for group in sorted(set(times) & set(BY_TIME)):
+            n = max(1, min(counts[group], math.floor(self.submission_minutes * 60 * counts[group] / times[group])))
             limit = self.time_limits.get(partitions[group])
             if limit:
-                n = max(1, min(n, math.floor(limit * components / asked[group])))
-            submissions[group] = (n, n * asked[group] / components)
-        return submissions
+                n = max(1, min(n, math.floor(limit * counts[group] / asked[group])))
+            chosen[group] = n
+        chosen = self._within_bound(chosen, counts)
+        return {group: (n, n * asked[group] / counts[group]) for group, n in chosen.items()}
+
+    def components(self) -> dict[str, int]:
+        """group -> its components: what Snakemake batches (--group-components), the jobs of the group connected in
+        the DAG (a pair job and its heatmap; one model's GPU jobs), counted as the most jobs of any one rule of it."""
+        counts: dict[str, Counter] = defaultdict(Counter)
+        for cost in self.costs:
+            if cost.job.group is not None:
+                counts[cost.job.group][cost.job.rule] += 1
+        return {group: max(rules.values()) for group, rules in counts.items()}
+
+    def _within_bound(self, chosen: dict[str, int], counts: dict[str, int]) -> dict[str, int]:
+        """`chosen` components per submission, raised so that the submissions stay within max_submissions: the
+        submissions left after the jobs that are not batched are shared among the batched groups in proportion to
+        what each would make (the GPU group batched too when needed); a bound too small for the jobs that cannot be
+        batched leaves one submission per batched group."""
+        if not self.max_submissions or self.submissions(chosen) <= self.max_submissions:
+            return chosen
+        chosen = {**chosen, **({"gpu": 1} if "gpu" in counts and counts["gpu"] > 1 else {})}
+        fixed = self.submissions({group: counts[group] for group in chosen}) - len(chosen)
+        budget = max(len(chosen), self.max_submissions - fixed)
+        made = {group: math.ceil(counts[group] / n) for group, n in chosen.items()}
+        for group, n in chosen.items():
+            share = max(1, budget * made[group] // sum(made.values()))
+            chosen[group] = max(n, math.ceil(counts[group] / share))
+        return chosen
+
+    def submissions(self, chosen: dict[str, int] | None = None) -> int:
+        """The SLURM submissions the study makes with profiles/slurm: one per job outside the profile's groups, one
+        per component of a group without --group-components (a model's GPU jobs, the summary), and the components
+        of a batched group `chosen` (default: group_components) per submission."""
+        chosen = self.group_components() if chosen is None else chosen
+        alone = sum(1 for cost in self.costs if cost.job.group is None)
+        return alone + sum(math.ceil(n / chosen.get(group, 1)) for group, n in self.components().items())
+
+
+BY_TIME = ("terms", "pairs", "align")  # the groups of many short jobs, batched into submission_minutes
+BATCHED = (*BY_TIME, "gpu")  # and a model's GPU jobs, batched only to keep within cluster.max_submissions
 
 
 def profile_groups(profile: Path = PROFILE) -> dict[str, str]:
@@ -191,7 +229,8 @@ def make_plan(config_path: str | Path, workdir: str | Path, local_rows=None,
         os.chdir(here)
     environ = dict(os.environ if environ is None else environ)
     return Plan(str(config_path), costs, disk, config["cluster"]["submission_minutes"], dag_seconds,
-                sorted(set(unknown)), r.time_limits(environ), 1 + profile_retries(), environ)
+                sorted(set(unknown)), r.time_limits(environ), 1 + profile_retries(), environ,
+                config["cluster"]["max_submissions"])
 
 
 def _price(job: PlannedJob, facts: PredictedFacts, config: Mapping, unknown: list[str]) -> JobCost:
@@ -214,6 +253,7 @@ def detail_models(jobs: list[PlannedJob]) -> set[str]:
         if job.rule == "compare_attention" or (job.rule in ("compare_pair", "model_terms")
                                                and job.wildcards.get("representation") == "word"):
             readers.update(job.wildcards[key] for key in ("model", "model_a", "model_b") if key in job.wildcards)
+            readers.update(model for pair in job.wildcards.get("pairs", []) for model in pair)
     return readers
 
 
@@ -294,7 +334,7 @@ def format_plan(plan: Plan) -> str:
                                                           sorted(plan.disk_gb.items()))
               + f"; total {sum(plan.disk_gb.values()):,.1f} (plus the hub cache's copy of downloads)"]
     largest = plan.largest()
-    where = ", ".join(f"{k}={v}" for k, v in largest.job.wildcards.items())
+    where = ", ".join(f"{len(v)} model pairs" if k == "pairs" else f"{k}={v}" for k, v in largest.job.wildcards.items())
     lines.append(f"largest single job: {largest.job.rule} ({where}): {largest.mem_mb / 1000:.1f} GB memory")
     submissions = plan.group_submissions()
     if submissions:
@@ -307,6 +347,7 @@ def format_plan(plan: Plan) -> str:
                   f"--group-components {flags}",
                   f"  a submission asks for the sum of its jobs' runtimes (each its estimate plus {r.MIN_MINUTES} min, "
                   f"a light job {LIGHT_MINUTES} min): {asks}"]
+    lines += [""] + format_submissions(plan)
     lines += [""] + format_time_limits(plan)
     lines += ["", f"rates: a model job sustains {r.MODEL_FLOPS:.0e} FLOP/s on one GPU (assumed); a pair job's "
               f"measures and model terms cost their floor at {pair_work.CORE_FLOPS:.1e} FLOP/s and "
@@ -318,6 +359,19 @@ def format_plan(plan: Plan) -> str:
     if plan.unknown:
         lines += ["", "not priced (sizes unknown offline; their jobs count 0):"] + [f"  {u}" for u in plan.unknown]
     return "\n".join(lines)
+
+
+def format_submissions(plan: Plan) -> list[str]:
+    """The SLURM submissions the study makes with profiles/slurm (and the flags above), against the bound."""
+    count = plan.submissions()
+    line = f"cluster submissions with profiles/slurm: {count:,} for {len(plan.costs):,} jobs"
+    bound = plan.max_submissions
+    if not bound:
+        return [line + " (no bound: cluster.max_submissions is null)"]
+    if count <= bound:
+        return [line + f", within cluster.max_submissions ({bound:,})"]
+    return [line + f", more than cluster.max_submissions ({bound:,}) even with every group batched: the jobs outside "
+            "the profile's groups are one submission each; raise the bound, or add their rules to a group"]
 
 
 def format_time_limits(plan: Plan) -> list[str]:

@@ -27,6 +27,7 @@ import torch
 
 from reprsim.io.device import resolve_device, slurm_allocated_no_gpu
 from reprsim.io.store import open_store, pooled_rows
+from reprsim.io.terms import read_terms
 from reprsim.metrics.pair_engine import DEFAULT_INTERVALS, compare_stacks
 from reprsim.stages.compare.rows import check_same_rows, split_rows_digest, word_matrices
 from reprsim.stages.compare.terms import stored_sides
@@ -57,6 +58,7 @@ def compare_pair(
     device: str = "cpu",
     max_memory_gb: float | None = None,
     terms: tuple[str | Path | None, str | Path | None] = (None, None),
+    read_terms=read_terms,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every configured measure for all layer pairs (asymmetric ones in both directions), with
     its permutation null and half-sample interval; and the long table of the replicates.
@@ -73,6 +75,8 @@ def compare_pair(
     `terms` are the two models' terms stores (rule model_terms, :mod:`reprsim.stages.compare.terms`): what each
     measure needs of one model alone, prepared once per model; a store that does not rest on this job's rows
     (a word a token of the other model did not reach) is not used, and that model's terms are prepared here.
+
+    `read_terms` reads a terms store (:func:`compare_block` passes one that reads each once).
 
     `device` is similarity.device (:func:`pair_device`): the layer stacks are converted to float64
     there once. `max_memory_gb` is similarity.max_memory_gb, the measures' working-memory budget
@@ -97,7 +101,8 @@ def compare_pair(
     seed = int({**DEFAULT_INTERVALS, **(intervals or {})}["seed"])
 
     def from_terms(side: int, kept: np.ndarray, indices: np.ndarray) -> dict:
-        return stored_sides(terms[side], digest, kept, indices, seed, target, (model_a, model_b)[side])
+        return stored_sides(terms[side], digest, kept, indices, seed, target, (model_a, model_b)[side],
+                            read_terms)
 
     table, long = compare_stacks(Xs, Ys, names=(model_a, model_b), measures=measures, chance=chance,
                                  intervals=intervals, device=target, max_memory_gb=max_memory_gb,
@@ -109,3 +114,25 @@ def compare_pair(
         frame.insert(0, "dataset", store_a.attrs["dataset"])
         frame.insert(1, "representation", representation)
     return table, long
+
+
+def compare_block(pairs: list[tuple[str, str]], stores: dict[str, str | Path], terms: dict[str, str | Path],
+                  **settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`compare_pair` for each model pair of one pair of blocks (rule compare_pair,
+    reprsim.workflow.pair_blocks), in the order given, each model's terms store read once: the pairs' tables and
+    replicates one after the other, each pair's rows as its own job would write them."""
+    loaded: dict[str, tuple] = {}
+
+    def read_once(path: str | Path) -> tuple:
+        if str(path) not in loaded:
+            loaded[str(path)] = read_terms(path)
+        return loaded[str(path)]
+
+    tables, replicates = [], []
+    for number, (a, b) in enumerate(pairs, 1):
+        print(f"pair {number} of {len(pairs)}: {a} vs {b}", flush=True)
+        table, long = compare_pair(stores[a], stores[b], terms=(terms.get(a), terms.get(b)), read_terms=read_once,
+                                   **settings)
+        tables.append(table)
+        replicates.append(long)
+    return pd.concat(tables, ignore_index=True), pd.concat(replicates, ignore_index=True)

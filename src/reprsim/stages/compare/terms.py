@@ -96,12 +96,13 @@ def _slice_half_samples(side: dict, key: str, count: int) -> dict:
 
 
 def stored_sides(path: str | Path | None, digest: str, kept: np.ndarray, indices: np.ndarray, seed: int, device,
-                 model: str) -> dict[str, dict]:
+                 model: str, read=read_terms) -> dict[str, dict]:
     """The sides a pair job can take from a model's terms store at `path` (None: none), by family: those resting
-    on the job's rows (`digest`), layers (`kept`) and half-samples (`indices`, drawn with `seed`), on `device`."""
+    on the job's rows (`digest`), layers (`kept`) and half-samples (`indices`, drawn with `seed`), on `device`.
+    `read` reads the store (a block's pair job passes one that reads each model's store once)."""
     if path is None:
         return {}
-    arrays, attrs = read_terms(path)
+    arrays, attrs = read(path)
     count = len(indices)
     reasons = [reason for reason, differs in (
         ("rows", attrs["rows"] != digest), ("layers", list(attrs["layers"]) != [int(i) for i in kept]),

@@ -71,7 +71,7 @@ PAGES: dict[str, Page] = {
     "pairs": Page("Similarity per model pair",
                   "every measure between every pair of layers of every model pair (heatmaps), the summary per "
                   "pair as a table with warnings, localization",
-                  (pair_details, token_section), ("heatmaps", "localization_figure", "token_tables")),
+                  (pair_details, token_section), ("heatmaps", "pair_summary", "localization_figure", "token_tables")),
     "models": Page("Fine-tuned models", "truncation, skipping blocks and CKA between layers, per fine-tuned model",
                    (finetuned,), ("truncation_figures", "skip_figures", "layer_view_figures", "layer_blocks")),
     "alignment": Page("Aligners", "maps between the models' representation spaces (Ren et al. 2023): synthetic "

@@ -13,6 +13,9 @@ from reprsim.stages.report.common import (Figure, _anchor, _measure_name, _numbe
 from reprsim.stages.report.inputs import ReportInputs
 from reprsim.stages.report.labels import representation_text
 
+# the command that draws one pair's heatmaps when the workflow draws none (reprsim.cli)
+ON_DEMAND = "reprsim heatmap MODEL_A MODEL_B"
+
 
 def pair_details(inputs: ReportInputs) -> dict | None:
     """Per model pair: the pair summary table, then every pair's heatmaps, with an index of pairs."""
@@ -41,7 +44,10 @@ def pair_details(inputs: ReportInputs) -> dict | None:
                                                 "titles; hatched cells: the interval does not exclude chance.",
                                           alt=_pair_label(path), wide=True),
                          "best": None if matches is None else {"rows": len(matches), "table": matches}})
-    return {"summary": summary, "localization": localization, "heatmaps": heatmaps,
+    # pairs computed in blocks (similarity.block_size > 1): the workflow draws no per-pair heatmaps; the page says
+    # how to draw one
+    on_demand = ON_DEMAND if not heatmaps and summary else None
+    return {"summary": summary, "localization": localization, "heatmaps": heatmaps, "on_demand": on_demand,
             "heatmap_caption": paragraphs("heatmap") if heatmaps else [],
             "best_caption": paragraphs("best_match") if best else []}
 
