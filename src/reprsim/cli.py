@@ -181,80 +181,15 @@ def _measures(args: argparse.Namespace) -> int:
 def _heatmap(args: argparse.Namespace) -> int:
     """One model pair's layer x layer heatmaps, drawn on demand from whichever pair job's table holds the pair (the
     workflow draws them itself only while pairs are computed one per job: similarity.block_size 1)."""
-    import pandas as pd
-    import pyarrow as pa
-    import yaml
+    from reprsim.stages.report.on_demand import OnDemandError, draw
 
-    from reprsim.io.integrity import CorruptOutputError
-    from reprsim.measure_aliases import resolve_section
-
-    under = Path(args.results) / "pairs" / args.representation
-    if not under.is_dir():
-        print(f"reprsim heatmap: no pair tables of representation {args.representation!r}: {under} is not a "
-              "directory (run the workflow's compare stage first, or pass --results / --representation)",
-              file=sys.stderr)
-        return 2
-    datasets = sorted(path.name for path in under.iterdir() if path.is_dir())
-    if args.dataset is None:
-        if len(datasets) != 1:
-            print(f"reprsim heatmap: {under} holds {len(datasets)} datasets"
-                  + (f" ({', '.join(datasets)}); name one with --dataset" if datasets else ""), file=sys.stderr)
-            return 2
-        dataset = datasets[0]
-    elif args.dataset not in datasets:
-        print(f"reprsim heatmap: no pair tables of dataset {args.dataset!r} under {under}"
-              + (f" (it has {', '.join(datasets)})" if datasets else " (it has no dataset)"), file=sys.stderr)
-        return 2
-    else:
-        dataset = args.dataset
-    directory = under / dataset
-    a, b = sorted((args.model_a, args.model_b))  # a pair is stored with its names sorted; either order is asked
-    tables = sorted(path for path in directory.glob("*.parquet") if not path.name.endswith(".resamples.parquet"))
-    wanted = [[("model_a", "==", a), ("model_b", "==", b)], [("model_a", "==", b), ("model_b", "==", a)]]
-    found, unreadable = [], []
-    for path in tables:  # only the pair's rows of each table are read
-        try:
-            rows = pd.read_parquet(path, filters=wanted, page_checksum_verification=True)
-        except (pa.ArrowException, OSError, ValueError) as error:
-            unreadable.append(CorruptOutputError(path, f"not a readable Parquet file ({type(error).__name__}: "
-                                                       f"{error})"))
-            continue
-        if not rows.empty:
-            found.append((path, rows))
-    for error in unreadable:
-        print(error, file=sys.stderr)
-    if not found:
-        print(f"reprsim heatmap: no pair table holds {a} vs {b}: searched {len(tables)} table(s) "
-              f"{directory}/*.parquet" + (f", {len(unreadable)} of them unreadable" if unreadable else ""),
-              file=sys.stderr)
-        return 1 if unreadable else 2
-    if len(found) > 1:  # a table left from an earlier block size: the newest is the one the workflow wrote last
-        found.sort(key=lambda item: item[0].stat().st_mtime)
-        print(f"reprsim heatmap: {len(found)} tables hold {a} vs {b} ("
-              + ", ".join(str(path) for path, _ in found) + f"); drawing the newest, {found[-1][0]}", file=sys.stderr)
-    rows = found[-1][1].reset_index(drop=True)
-    # label -> measure, as the rule passes it from the config (rules/report.smk), for the labels the rows hold;
-    # without a config a label stands for itself
-    configured = {}
     configfile = args.configfile or ("config/config.yaml" if Path("config/config.yaml").is_file() else None)
-    if configfile is not None:
-        try:
-            config = load_yaml(configfile)
-        except (OSError, yaml.YAMLError) as error:
-            print(f"reprsim heatmap: configuration {configfile}: {error}", file=sys.stderr)
-            return 2
-        specs = config.get("measures") if isinstance(config, dict) else None
-        if isinstance(specs, dict):
-            resolve_section(specs)  # aliases to registry names, as validate_config does
-            configured = {label: spec["measure"] for label, spec in specs.items()
-                          if isinstance(spec, dict) and isinstance(spec.get("measure"), str)}
-    measures = {label: configured.get(label, label) for label in sorted(set(rows["measure"]))}
-    stored_a, stored_b = rows["model_a"].iloc[0], rows["model_b"].iloc[0]
-    out = Path(args.out) if args.out else (Path(args.results) / "figures" / "pairs" / args.representation / dataset
-                                           / f"{stored_a}__{stored_b}.png")
-    from reprsim.stages.report import figures  # matplotlib's file backend before pyplot, as the workflow's script
-
-    figures.pair_heatmaps({"table": rows}, out, measures=measures)
+    try:
+        out = draw(Path(args.results), args.representation, args.dataset, args.model_a, args.model_b, configfile,
+                   Path(args.out) if args.out else None)
+    except OnDemandError as error:
+        print(f"reprsim heatmap: {error}", file=sys.stderr)
+        return error.code
     print(out)
     return 0
 
