@@ -33,6 +33,7 @@ def api_and_workflow(run: Path, config: dict, dataset: str, models: tuple[str, s
     import reprsim
     from reprsim.io.store import open_store, pooled_rows
     from reprsim.workflow.measures import pair_measures
+    from reprsim.stages.report.on_demand import pair_rows
     from reprsim.workflow.paths import PAIR_TABLE, STORE
 
     similarity = config["similarity"]
@@ -48,8 +49,9 @@ def api_and_workflow(run: Path, config: dict, dataset: str, models: tuple[str, s
                            confidence=similarity["intervals"]["confidence"], seed=similarity["chance"]["seed"],
                            names=(a, b))
     seconds = time.perf_counter() - started
-    theirs = pd.read_parquet(run / PAIR_TABLE.format(representation=representation, dataset=dataset,
-                                                                model_a=a, model_b=b))
+    # the pair's rows in whichever pair job's table holds them (a pair of blocks: reprsim.workflow.pair_blocks)
+    directory = Path(PAIR_TABLE.format(representation=representation, dataset=dataset, block_a="x", block_b="y")).parent
+    theirs = pair_rows(run / directory, a, b)
     # in the pair table's row order, the API's column order
     ours = theirs[KEY].merge(ours, on=KEY, how="left", validate="one_to_one")[list(ours.columns)]
     return ours, theirs, seconds
