@@ -369,7 +369,9 @@ def test_the_rules_runtime_is_capped_at_its_partitions_limit(monkeypatch):
     source = Path(__file__).resolve().parents[2] / "rules" / "resources.smk"
 
     def load() -> dict:
-        namespace = {"config": {}}
+        # what resources.smk takes from the Snakefile's shared namespace: json (common.smk) and a pair job's model
+        # pairs (compare.smk's block_pairs)
+        namespace = {"config": {}, "json": json, "block_pairs": lambda wildcards: "[]"}
         exec(compile(source.read_text(), str(source), "exec"), namespace)
         return namespace
 
