@@ -247,4 +247,6 @@ def test_submissions_stay_within_cluster_max_submissions_by_batching():
     assert "cluster submissions with profiles/slurm: " in planning.format_plan(bounded)
     assert "within cluster.max_submissions (100)" in planning.format_plan(bounded)
     tiny = planning.Plan("c.yaml", costs, {}, 30, 0.0, max_submissions=6)  # below what cannot be batched
-    assert "more than cluster.max_submissions (6)" in planning.format_plan(tiny)
+    assert "more than cluster.max_submissions (6), which batching cannot meet" in planning.format_plan(tiny)
+    assert "prepare_dataset 5" in planning.format_plan(tiny)  # which jobs stand alone
+    assert tiny.group_components() == {"pairs": 1}  # batching that cannot meet the bound is not forced

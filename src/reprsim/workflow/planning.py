@@ -159,13 +159,15 @@ class Plan:
     def _within_bound(self, chosen: dict[str, int], counts: dict[str, int]) -> dict[str, int]:
         """`chosen` components per submission, raised so that the submissions stay within max_submissions: the
         submissions left after the jobs that are not batched are shared among the batched groups in proportion to
-        what each would make (the GPU group batched too when needed); a bound too small for the jobs that cannot be
-        batched leaves one submission per batched group."""
+        what each would make (the GPU group batched too when needed). Where the jobs that cannot be batched alone
+        leave no room, `chosen` stays as it is (format_submissions says which rules they are)."""
         if not self.max_submissions or self.submissions(chosen) <= self.max_submissions:
             return chosen
         chosen = {**chosen, **({"gpu": 1} if "gpu" in counts and counts["gpu"] > 1 else {})}
         fixed = self.submissions({group: counts[group] for group in chosen}) - len(chosen)
-        budget = max(len(chosen), self.max_submissions - fixed)
+        budget = self.max_submissions - fixed
+        if budget < len(chosen):
+            return {group: n for group, n in chosen.items() if group != "gpu" or n > 1}
         made = {group: math.ceil(counts[group] / n) for group, n in chosen.items()}
         for group, n in chosen.items():
             share = max(1, budget * made[group] // sum(made.values()))
@@ -370,8 +372,11 @@ def format_submissions(plan: Plan) -> list[str]:
         return [line + " (no bound: cluster.max_submissions is null)"]
     if count <= bound:
         return [line + f", within cluster.max_submissions ({bound:,})"]
-    return [line + f", more than cluster.max_submissions ({bound:,}) even with every group batched: the jobs outside "
-            "the profile's groups are one submission each; raise the bound, or add their rules to a group"]
+    alone = Counter(cost.job.rule for cost in plan.costs if cost.job.group is None)
+    largest = ", ".join(f"{rule} {n:,}" for rule, n in alone.most_common(3))
+    return [line + f", more than cluster.max_submissions ({bound:,}), which batching cannot meet: the jobs outside "
+            f"the profile's groups are one submission each ({largest}, ...); raise the bound, or add their rules to a "
+            "group of the profile"]
 
 
 def format_time_limits(plan: Plan) -> list[str]:
