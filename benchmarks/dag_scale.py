@@ -9,7 +9,8 @@ whenever Snakemake starts, and where no controller answers it waits about 9 s (a
 
     .venv/bin/python benchmarks/dag_scale.py [--models 32 64 128 256] [--write]
 
---write keeps the rows in docs/recorded-run/dag-scale.json, which docs/planning.md quotes (reprsim.guide.recorded_scale).
+--write keeps the rows in docs/recorded-run/dag-scale.json, which docs/planning.md quotes
+(reprsim.guide.recorded_scale).
 """
 
 from __future__ import annotations

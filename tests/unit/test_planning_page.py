@@ -84,6 +84,7 @@ def test_the_dag_scale_table_is_the_benchmarks_record():
     if os.environ.get("REPRSIM_REGENERATE_GUIDE") == "1" and found["table"] != expected:
         PAGE.write_text(page[:found.start("table")] + expected + page[found.end("table"):])
         return
-    assert found["table"] == expected, "docs/planning.md's dag-scale table is not the record (REPRSIM_REGENERATE_GUIDE=1)"
+    assert found["table"] == expected, ("docs/planning.md's dag-scale table is not the record "
+                                        "(REPRSIM_REGENERATE_GUIDE=1 rewrites it)")
     largest = max(record["scaling"], key=lambda row: row["models"])
     assert largest["models"] >= 256 and largest["dry_run_s"] <= 60
